@@ -1,0 +1,57 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Builds xen_blkfront_rs.ko and virtio_blk_rs.ko as kbuild external modules
+# against a Rust-enabled kernel *build* tree:
+#
+#   make [KDIR=/path/to/built/tree]      (default /lib/modules/$(uname -r)/build)
+#
+# Required in that tree: CONFIG_RUST=y and the generated Rust metadata
+# (rust/libkernel.rmeta, made by a full build or `make modules_prepare`);
+# for virtio_blk_rs: CONFIG_VIRTIO and CONFIG_VIRTIO_PCI (or another
+# transport); for xen_blkfront_rs: CONFIG_XEN and CONFIG_XEN_PV or PVH/HVM.
+# KUnit suites are compiled in when the tree has CONFIG_KUNIT=y.
+
+KDIR ?= /lib/modules/$(shell uname -r)/build
+PWD := $(shell pwd)
+
+# Read the tree's configuration once (make syntax: CONFIG_X=y / "text").
+KCONF := $(KDIR)/include/config/auto.conf
+ifneq ($(wildcard $(KCONF)),)
+include $(KCONF)
+endif
+
+# Build with the same compiler family the tree was built with: clang trees
+# want LLVM=-<major> (Debian's versioned clang), gcc trees want CC=gcc-<major>.
+ifeq ($(CONFIG_CC_IS_CLANG),y)
+LLVM ?= -$(shell echo $$(( $(CONFIG_CLANG_VERSION) / 10000 )))
+KMAKE_TOOLCHAIN := LLVM=$(LLVM)
+else ifeq ($(CONFIG_CC_IS_GCC),y)
+CC := gcc-$(shell echo $$(( $(CONFIG_GCC_VERSION) / 10000 )))
+KMAKE_TOOLCHAIN := CC=$(CC)
+endif
+
+RUSTC ?= rustc
+BINDGEN ?= bindgen
+
+.PHONY: all modules clean check-kdir modules_install
+
+all modules: check-kdir
+	$(MAKE) -C $(KDIR) M=$(PWD) $(KMAKE_TOOLCHAIN) modules
+
+modules_install: check-kdir
+	$(MAKE) -C $(KDIR) M=$(PWD) $(KMAKE_TOOLCHAIN) modules_install
+
+clean:
+	$(MAKE) -C $(KDIR) M=$(PWD) clean 2>/dev/null || true
+	find . -name '*_generated.rs' -delete
+
+# One line per problem, before kbuild gets a chance to print a wall of errors.
+check-kdir:
+	@test -f $(KDIR)/Makefile || { echo "error: KDIR=$(KDIR) is not a kernel build tree (no Makefile); pass KDIR=/path/to/built/linux"; exit 1; }
+	@test -f $(KCONF) || { echo "error: KDIR=$(KDIR) is not configured and built (no include/config/auto.conf); run 'make olddefconfig modules_prepare' there"; exit 1; }
+	@test "$(CONFIG_RUST)" = y || { echo "error: KDIR=$(KDIR) was built without CONFIG_RUST=y; enable Rust (see .config.fragments/rust-kunit.config) and rebuild it"; exit 1; }
+	@test -f $(KDIR)/rust/libkernel.rmeta || { echo "error: KDIR=$(KDIR) has CONFIG_RUST=y but no rust/libkernel.rmeta (distro headers ship none); run 'make modules_prepare' in a full source tree with the same config"; exit 1; }
+	@v="$$($(RUSTC) --version 2>/dev/null)"; test "$$v" = '$(CONFIG_RUSTC_VERSION_TEXT)' || { echo "error: rustc on PATH is '$$v' but KDIR=$(KDIR) was built with '$(CONFIG_RUSTC_VERSION_TEXT)'; put that rustc first on PATH (or RUSTC=...)"; exit 1; }
+	@v="$$($(BINDGEN) --version 2>/dev/null)"; test "$$v" = '$(CONFIG_BINDGEN_VERSION_TEXT)' || { echo "error: bindgen on PATH is '$$v' but KDIR=$(KDIR) was built with '$(CONFIG_BINDGEN_VERSION_TEXT)'; install that bindgen (or BINDGEN=...)"; exit 1; }
+	@test "$(CONFIG_VIRTIO)" = y || echo "note: KDIR has no CONFIG_VIRTIO=y: virtio_blk_rs.ko is not built"
+	@test "$(CONFIG_XEN)" = y || echo "note: KDIR has no CONFIG_XEN=y: xen_blkfront_rs.ko is not built"

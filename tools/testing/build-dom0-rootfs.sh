@@ -1,0 +1,18 @@
+#!/bin/bash
+# Debian userspace for the Xen dom0 (xl, xenstored, blkback's tools, fio).
+# Cached in $CACHE/dom0-rootfs-<key>; the key is the package list below.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+pkgs=xen-utils-4.17,xenstore-utils,kmod,util-linux,iproute2,fio,e2fsprogs,procps,python3-minimal
+key=$(echo "$pkgs bookworm" | sha256sum | cut -c1-12)
+root=$CACHE/dom0-rootfs-$key
+if [ -f "$root/.blkfront-done" ]; then echo "$root"; exit 0; fi
+log "debootstrap dom0 rootfs into $root (about 2 minutes)"
+rm -rf "$root"
+debootstrap --variant=minbase --include="$pkgs" bookworm "$root" \
+    http://deb.debian.org/debian > "$CACHE/debootstrap.log" 2>&1 ||
+    { tail -20 "$CACHE/debootstrap.log" >&2; die "debootstrap failed (log: $CACHE/debootstrap.log)"; }
+rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/usr/share/doc "$root"/usr/share/man "$root"/usr/share/locale
+touch "$root/.blkfront-done"
+echo "$root"

@@ -1,0 +1,31 @@
+#!/bin/bash
+# Builds the test kernel (allnoconfig + .config.fragments/*.config) out of the
+# source tree into $CACHE/kbuild-<key>, where <key> hashes the source package,
+# the fragments and the toolchain. A finished build is reused as is.
+# Prints the build directory (the KDIR for our modules) on stdout.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+key=$(kernel_key)
+out=$CACHE/kbuild-$key
+if [ -f "$out/.blkfront-done" ]; then
+    echo "$out"; exit 0
+fi
+log "building test kernel in $out (key $key); takes ~10 minutes on 2 cores"
+mkdir -p "$out"
+mk() { make -C "$SRC_DIR" O="$out" LLVM=-19 ARCH=x86_64 "$@"; }
+mk allnoconfig >/dev/null
+KCONFIG_CONFIG="$out/.config" "$SRC_DIR"/scripts/kconfig/merge_config.sh \
+    -m -O "$out" "$out/.config" "$REPO"/.config.fragments/*.config >/dev/null
+mk olddefconfig >/dev/null
+# Every option a fragment asks for must have survived olddefconfig.
+bad=0
+while IFS= read -r line; do
+    [[ $line =~ ^CONFIG_ ]] || continue
+    grep -qx "$line" "$out/.config" || { echo "fragment option not set: $line" >&2; bad=1; }
+done < <(cat "$REPO"/.config.fragments/*.config)
+((bad == 0)) || die "kernel config does not satisfy .config.fragments (see above); is the Rust toolchain usable (make rustavailable)?"
+mk -j"$(nproc)" bzImage modules > "$out/build.log" 2>&1 || {
+    tail -40 "$out/build.log" >&2; die "kernel build failed, log in $out/build.log"; }
+touch "$out/.blkfront-done"
+echo "$out"

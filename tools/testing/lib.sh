@@ -1,0 +1,105 @@
+# Shared paths and helpers for the harness scripts (sourced, not run).
+# Everything large lives outside the repo under $BLKFRONT_CACHE, keyed so that
+# a rerun with the same inputs reuses it.
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+CACHE=${BLKFRONT_CACHE:-/var/cache/blkfront-rs}
+DL=$CACHE/debs
+SRC_DIR=$CACHE/linux-source-7.3
+XEN_ELF=$CACHE/xen-4.17
+mkdir -p "$CACHE"
+export PATH=$HOME/.cargo/bin:$PATH
+
+log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+die() { echo "error: $*" >&2; exit 1; }
+
+# Key of the test kernel build: source version, config fragments, toolchain.
+kernel_key() {
+    {
+        ls "$DL"/linux-source-7.3_*.deb 2>/dev/null | xargs -n1 basename
+        cat "$REPO"/.config.fragments/*.config
+        rustc --version; bindgen --version; clang-19 --version | head -1
+    } | sha256sum | cut -c1-16
+}
+
+# Builds a gzip'd initramfs: static busybox, /init running /test.sh, plus the
+# files given as "SRC:DEST" pairs. The guest's init prints the test script's
+# exit status as "GUEST-EXIT: N" and powers off.
+make_initramfs() { # out.cpio.gz SRC:DEST...
+    local out=$1; shift
+    local root; root=$(mktemp -d)
+    mkdir -p "$root"/{bin,sbin,proc,sys,dev,tmp,mnt,lib/modules,usr/bin,usr/sbin,run}
+    cp /bin/busybox "$root/bin/busybox"
+    for a in $("$root/bin/busybox" --list); do
+        [ -e "$root/bin/$a" ] || ln -s busybox "$root/bin/$a"
+    done
+    cat > "$root/init" <<'INIT'
+#!/bin/sh
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev 2>/dev/null
+mount -t debugfs debugfs /sys/kernel/debug
+mkdir -p /dev/pts && mount -t devpts devpts /dev/pts
+mount -t tmpfs tmpfs /tmp
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+sh /test.sh
+echo "GUEST-EXIT: $?"
+sync
+poweroff -f
+INIT
+    chmod +x "$root/init"
+    local pair src dest
+    for pair in "$@"; do
+        src=${pair%%:*}; dest=${pair#*:}
+        mkdir -p "$root/$(dirname "$dest")"
+        cp -L "$src" "$root/$dest"
+    done
+    (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) > "$out"
+    rm -rf "$root"
+}
+
+# "SRC:DEST" pairs for a dynamically linked host binary and its libraries.
+binary_with_libs() { # /usr/bin/fio
+    local bin=$1 lib
+    echo "$bin:$bin"
+    for lib in $(ldd "$bin" | grep -o '/[^ ]*'); do echo "$lib:$lib"; done
+}
+
+# Turns a guest console log into results: every "ok N - name" / "not ok N -
+# name" line the guest checks printed is one result; every KTAP block
+# (between "KTAP-BEGIN" and "KTAP-END") is parsed with the kernel tree's
+# kunit.py and each test case counts as one result. Appends "pass name" /
+# "fail name" lines to $RESULTS (default $CACHE/results.txt).
+collect_results() { # console.log label
+    local log=$1 label=$2 results=${RESULTS:-$CACHE/results.txt}
+    local tmp; tmp=$(mktemp -d)
+    tr -d '\r' < "$log" | sed 's/^(XEN) //; s/^\[ *[0-9.]*\] //' > "$tmp/log"
+    grep -E '^(not )?ok [0-9]+ - ' "$tmp/log" | grep -v '^#' | while read -r line; do
+        case $line in
+            "not ok"*) echo "fail $label: ${line#not ok * - }" ;;
+            *) echo "pass $label: ${line#ok * - }" ;;
+        esac
+    done >> "$results"
+    awk '/KTAP-BEGIN/{f=1; n++; next} /KTAP-END/{f=0} f{print > ("'"$tmp"'/ktap" n)}' "$tmp/log"
+    local k suites=0
+    for k in "$tmp"/ktap*; do
+        [ -f "$k" ] || continue
+        suites=$((suites + 1))
+        python3 "$SRC_DIR"/tools/testing/kunit/kunit.py parse "$k" > "$k.parsed" 2>&1 || true
+        # kunit.py prints one "[PASSED] case" / "[FAILED] case" / "[CRASHED]
+        # case" line per test case (suite summaries are framed in "====").
+        sed 's/\x1b\[[0-9;]*m//g' "$k.parsed" | grep -v '====' |
+            sed -n 's/.*\[PASSED\] \(.*\)/pass '"$label"': kunit \1/p
+                    s/.*\[\(FAILED\|CRASHED\|SKIPPED\)\] \(.*\)/fail '"$label"': kunit \2 (\1)/p' >> "$results"
+        if grep -q '\[ERROR\]' "$k.parsed"; then
+            grep '\[ERROR\]' "$k.parsed" | sed "s/^/fail $label: kunit.py: /" >> "$results"
+        fi
+        if ! grep -q 'PASSED\|FAILED\|CRASHED' "$k.parsed"; then
+            echo "fail $label: KTAP block $suites did not parse" >> "$results"
+            cat "$k.parsed" >&2
+        fi
+    done
+    if ! grep -q '^GUEST-EXIT: 0$' "$tmp/log"; then
+        echo "fail $label: guest did not finish cleanly ($(grep -m1 '^GUEST-EXIT' "$tmp/log" || echo 'no GUEST-EXIT line: hang, panic or timeout'))" >> "$results"
+    fi
+    rm -rf "$tmp"
+}

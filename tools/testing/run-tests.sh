@@ -1,0 +1,69 @@
+#!/bin/bash
+# All tests, in order of cost: host (cargo test, fuzz runs, build checks),
+# then the modules in QEMU guests (virtio-blk) and under real Xen (blkback).
+# Prints one line per failure and closes with "N passed, N failed".
+#
+#   tools/testing/run-tests.sh [--host-only]
+set -uo pipefail
+. "$(dirname "$0")/lib.sh"
+export RESULTS=$CACHE/results-$$.txt
+: > "$RESULTS"
+start=$(date +%s)
+record() { echo "$1 $2" >> "$RESULTS"; }
+
+bash "$REPO/tools/testing/setup-host.sh" || die "host setup failed"
+
+# ---- host: cargo test over the workspace --------------------------------
+log "cargo test (blkcore, simulator)"
+(cd "$REPO" && cargo test --workspace --release 2>&1) | tee "$CACHE/cargo-test.log" | grep -E '^test result|FAILED|panicked' >&2
+cargo_rc=${PIPESTATUS[0]}
+read -r cp cf < <(awk '/^test result:/{for(i=1;i<=NF;i++){if($i=="passed;")p+=$(i-1); if($i=="failed;")f+=$(i-1)}} END{print p+0, f+0}' "$CACHE/cargo-test.log")
+for ((i = 0; i < cp; i++)); do record pass "cargo test #$i"; done
+for ((i = 0; i < cf; i++)); do record fail "cargo test failure #$i (see $CACHE/cargo-test.log)"; done
+((cargo_rc == 0)) || ((cf > 0)) || record fail "cargo test exited $cargo_rc (build error? see $CACHE/cargo-test.log)"
+
+# ---- host: fuzz targets for a fixed number of executions ----------------
+if [ -d "$REPO/rust/blkcore/fuzz-runner" ]; then
+    log "fuzz runner"
+    if (cd "$REPO" && cargo run --release -q -p fuzz-runner -- "${FUZZ_EXECS:-200000}") > "$CACHE/fuzz.log" 2>&1; then
+        while read -r line; do record pass "$line"; done < <(grep '^fuzz ' "$CACHE/fuzz.log")
+    else
+        record fail "fuzz runner crashed (see $CACHE/fuzz.log)"; tail -5 "$CACHE/fuzz.log" >&2
+    fi
+fi
+
+# ---- host: make refuses trees it cannot build against --------------------
+fake=$(mktemp -d); mkdir -p "$fake/include/config"; echo 'all:' > "$fake/Makefile"
+echo 'CONFIG_MODULES=y' > "$fake/include/config/auto.conf"
+out=$(make -s -C "$REPO" KDIR="$fake" 2>&1 | head -3)
+if [ "$(echo "$out" | wc -l)" = 1 ] && [[ $out == *"without CONFIG_RUST=y"* ]]; then
+    record pass "make against a tree without Rust: one-line error"
+else
+    record fail "make against a tree without Rust: got '$out'"
+fi
+rm -rf "$fake"
+
+if [ "${1:-}" != --host-only ]; then
+    # ---- kernel tree + modules --------------------------------------------
+    if KDIR=$(bash "$REPO/tools/testing/build-kernel.sh"); then
+        export KDIR
+        if make -s -C "$REPO" KDIR="$KDIR" > "$CACHE/make.log" 2>&1; then
+            record pass "modules build against $(basename "$KDIR")"
+        else
+            record fail "modules build (see $CACHE/make.log)"; tail -30 "$CACHE/make.log" >&2
+        fi
+        # ---- guests ---------------------------------------------------------
+        for t in "$REPO"/tools/testing/suites/*.sh; do
+            log "suite $(basename "$t")"
+            bash "$t" || true
+        done
+    else
+        record fail "test kernel build"
+    fi
+fi
+
+pass=$(grep -c '^pass ' "$RESULTS"); fail=$(grep -c '^fail ' "$RESULTS")
+grep '^fail ' "$RESULTS" | sed 's/^fail /FAILED: /'
+echo "elapsed: $(( $(date +%s) - start ))s; details: $RESULTS, guest logs: $CACHE/logs"
+echo "$pass passed, $fail failed"
+((fail == 0))

@@ -1,0 +1,68 @@
+#!/bin/bash
+# Boots the test kernel under QEMU (TCG) with virtio-blk-pci disks and runs a
+# guest check script as the initramfs's /test.sh.
+#
+#   virtio-guest.sh [-d 'SIZE[,QEMU_DEVICE_OPTS]']... [-t TIMEOUT] [-l LABEL] SCRIPT
+#
+# -d adds one disk (a sparse raw file of SIZE, e.g. 256M) with extra
+#    virtio-blk-pci options, e.g. -d '256M,physical_block_size=4096,min_io_size=4096'.
+#    The drive has discard=unmap so discarded ranges read back as zeroes.
+# The guest gets /lib/modules/{virtio_blk_rs,virtio_blk,xen_blkfront_rs}.ko
+# (ours from the repo build, the C one from KDIR), fio, and the scripts under
+# tools/testing/guest/ in /guest/. Results (check lines and KTAP) are appended
+# to $RESULTS by collect_results; the console log is kept in $LOGDIR.
+# Environment: KDIR (default: the cached test kernel), KO_DIR (default: repo).
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+timeout=300 label= disks=()
+while getopts "d:t:l:" o; do
+    case $o in
+        d) disks+=("$OPTARG") ;;
+        t) timeout=$OPTARG ;;
+        l) label=$OPTARG ;;
+        *) die "usage: $0 [-d SIZE,OPTS]... [-t SECS] [-l LABEL] SCRIPT" ;;
+    esac
+done
+shift $((OPTIND - 1))
+script=${1:?guest script}
+label=${label:-$(basename "$script" .sh)}
+KDIR=${KDIR:-$(bash "$REPO/tools/testing/build-kernel.sh")}
+KO_DIR=${KO_DIR:-$REPO}
+LOGDIR=${LOGDIR:-$CACHE/logs}
+mkdir -p "$LOGDIR"
+work=$(mktemp -d "$CACHE/virtio-run.XXXX")
+trap 'rm -rf "$work"' EXIT
+
+files=("$script:/test.sh")
+for g in "$REPO"/tools/testing/guest/*.sh; do files+=("$g:/guest/$(basename "$g")"); done
+for ko in "$KO_DIR"/virtio_blk_rs.ko "$KO_DIR"/xen_blkfront_rs.ko; do
+    [ -f "$ko" ] && files+=("$ko:/lib/modules/$(basename "$ko")")
+done
+c_ko=$(find "$KDIR/drivers/block" -name virtio_blk.ko | head -1)
+[ -n "$c_ko" ] && files+=("$c_ko:/lib/modules/virtio_blk.ko")
+while IFS= read -r p; do files+=("$p"); done < <(binary_with_libs "$(command -v fio)"; binary_with_libs "$(command -v lsblk)")
+make_initramfs "$work/initramfs.cpio.gz" "${files[@]}"
+
+qemu_disks=() i=0
+for spec in "${disks[@]}"; do
+    size=${spec%%,*}; opts=${spec#"$size"}
+    truncate -s "$size" "$work/disk$i.img"
+    qemu_disks+=(-drive "file=$work/disk$i.img,if=none,id=d$i,format=raw,discard=unmap,cache=unsafe"
+        -device "virtio-blk-pci,drive=d$i,serial=rsdisk$i$opts")
+    i=$((i + 1))
+done
+
+log="$LOGDIR/$label.log"
+log "virtio guest '$label': ${#disks[@]} disk(s), timeout ${timeout}s, log $log"
+set +e
+timeout --foreground -k 5 "$timeout" qemu-system-x86_64 -accel tcg -cpu qemu64 -smp 2 -m 1024 \
+    -nographic -monitor none -serial stdio -no-reboot \
+    -kernel "$KDIR/arch/x86/boot/bzImage" -initrd "$work/initramfs.cpio.gz" \
+    -append "console=ttyS0 panic=-1 quiet loglevel=6" \
+    "${qemu_disks[@]}" < /dev/null > "$log" 2>&1
+rc=$?
+set -e
+((rc == 124)) && echo "GUEST-TIMEOUT after ${timeout}s" >> "$log"
+collect_results "$log" "$label"
+grep -q '^GUEST-EXIT: 0' <(tr -d '\r' < "$log")

@@ -1,0 +1,90 @@
+#!/bin/bash
+# Runs real Xen under QEMU (TCG): Xen 4.17, a Linux dom0 running xen-blkback
+# whose backing disk is dom0's /dev/vdb, and a PV domU (same test kernel)
+# running a guest check script as its /test.sh.
+#
+#   xen-guest.sh [-p FEATURE_PERSISTENT] [-b PHYS_BLOCK] [-m MIN_IO -o OPT_IO]
+#                [-s DISK_SIZE] [-t TIMEOUT] [-l LABEL] SCRIPT
+#
+# -p 0|1   blkback's feature_persistent (default 1)
+# -b N     physical_block_size of dom0's backing disk (default 512)
+# -m/-o    min/opt I/O size of the backing disk; the hotplug script publishes
+#          them as minimum-io-size / optimal-io-size (our blkif extension)
+# The domU gets /lib/modules/{xen_blkfront_rs,xen-blkfront}.ko, fio and
+# tools/testing/guest/*.sh as /guest/*. Results go to $RESULTS.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+persistent=1 phys=512 min_io= opt_io= size=512M timeout=600 label=
+while getopts "p:b:m:o:s:t:l:" o; do
+    case $o in
+        p) persistent=$OPTARG ;; b) phys=$OPTARG ;; m) min_io=$OPTARG ;;
+        o) opt_io=$OPTARG ;; s) size=$OPTARG ;; t) timeout=$OPTARG ;; l) label=$OPTARG ;;
+        *) die "usage: $0 [-p 0|1] [-b PHYS] [-m MIN -o OPT] [-s SIZE] [-t SECS] [-l LABEL] SCRIPT" ;;
+    esac
+done
+shift $((OPTIND - 1))
+script=${1:?guest script}
+label=${label:-$(basename "$script" .sh)-p$persistent-b$phys}
+KDIR=${KDIR:-$(bash "$REPO/tools/testing/build-kernel.sh")}
+KO_DIR=${KO_DIR:-$REPO}
+LOGDIR=${LOGDIR:-$CACHE/logs}
+mkdir -p "$LOGDIR"
+dom0_img=$(bash "$REPO/tools/testing/xen/build-dom0-image.sh" "$KDIR")
+work=$(mktemp -d "$CACHE/xen-run.XXXX")
+trap 'rm -rf "$work"' EXIT
+
+# domU initramfs: our module, the C frontend for the baseline, fio, scripts.
+files=("$script:/test.sh")
+for g in "$REPO"/tools/testing/guest/*.sh; do files+=("$g:/guest/$(basename "$g")"); done
+[ -f "$KO_DIR/xen_blkfront_rs.ko" ] && files+=("$KO_DIR/xen_blkfront_rs.ko:/lib/modules/xen_blkfront_rs.ko")
+c_ko=$(find "$KDIR/drivers/block" -name xen-blkfront.ko | head -1)
+[ -n "$c_ko" ] && files+=("$c_ko:/lib/modules/xen-blkfront.ko")
+while IFS= read -r p; do files+=("$p"); done < <(binary_with_libs "$(command -v fio)"; binary_with_libs "$(command -v lsblk)")
+mkdir -p "$work/payload"
+make_initramfs "$work/payload/domU.cpio.gz" "${files[@]}"
+cp "$KDIR/arch/x86/boot/bzImage" "$work/payload/domU-bzImage"
+cp "$REPO/tools/testing/xen/dom0-run.sh" "$REPO/tools/testing/xen/block-simple" "$work/payload/"
+[ -f "$REPO/tools/testing/xen/dom0-after.sh" ] && cp "$REPO/tools/testing/xen/dom0-after.sh" "$work/payload/"
+[ -n "$min_io" ] && touch "$work/payload/publish-io-sizes"
+cat > "$work/payload/run.env" <<ENV
+PERSISTENT=$persistent
+DOMU_TIMEOUT=$((timeout - 60))
+ENV
+cat > "$work/payload/domU.cfg" <<CFG
+type="pv"
+name="blktest"
+memory=384
+vcpus=1
+kernel="/run/payload/domU-bzImage"
+ramdisk="/run/payload/domU.cpio.gz"
+extra="console=hvc0 rdinit=/init quiet loglevel=6"
+disk=['format=raw, vdev=xvda, access=rw, script=/run/payload/block-simple, target=/dev/vdb']
+on_poweroff="destroy"
+on_crash="destroy"
+CFG
+chmod +x "$work/payload/block-simple"
+tar -C "$work/payload" -cf "$work/payload.tar" .
+
+truncate -s "$size" "$work/vbd.img"
+vbd_opts="physical_block_size=$phys"
+[ -n "$min_io" ] && vbd_opts+=",min_io_size=$min_io"
+[ -n "$opt_io" ] && vbd_opts+=",opt_io_size=$opt_io"
+
+log="$LOGDIR/$label.log"
+log "xen guest '$label': blkback feature_persistent=$persistent, backing disk $vbd_opts, timeout ${timeout}s, log $log"
+set +e
+timeout --foreground -k 5 "$timeout" qemu-system-x86_64 -accel tcg -cpu qemu64 -smp 2 -m 3072 \
+    -nographic -monitor none -serial stdio -no-reboot \
+    -kernel "$XEN_ELF" \
+    -append "console=com1 com1=115200,8n1 loglvl=all guest_loglvl=all dom0_mem=1024M,max:1024M dom0_max_vcpus=1" \
+    -initrd "$KDIR/arch/x86/boot/bzImage console=hvc0 earlyprintk=xen rdinit=/init quiet loglevel=4,$(dirname "$dom0_img")/dom0-initramfs.cpio.gz" \
+    -drive "file=$dom0_img,if=none,id=root,format=raw,snapshot=on" -device virtio-blk-pci,drive=root \
+    -drive "file=$work/vbd.img,if=none,id=vbd,format=raw,cache=unsafe" -device "virtio-blk-pci,drive=vbd,$vbd_opts" \
+    -drive "file=$work/payload.tar,if=none,id=payload,format=raw,readonly=on" -device virtio-blk-pci,drive=payload \
+    < /dev/null > "$log" 2>&1
+rc=$?
+set -e
+((rc == 124)) && echo "GUEST-TIMEOUT after ${timeout}s" >> "$log"
+collect_results "$log" "$label"
+grep -q '^GUEST-EXIT: 0' <(tr -d '\r' < "$log")

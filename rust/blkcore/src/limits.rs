@@ -1,0 +1,338 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Block queue limits computed from a negotiated Xen device or a parsed
+//! virtio-blk config.
+//!
+//! The values are those the block layer ends up with after
+//! `blk_validate_limits()` (e.g. `io_min` raised to the physical block
+//! size, `io_opt` rounded down to it, discard granularity at least a
+//! physical block and 0 without discard), so the glue can set them as they
+//! are and the invariants can be tested on the host.
+//!
+//! Both drivers assume a 4 KiB kernel `PAGE_SIZE` (x86_64): one Xen grant
+//! per block-layer segment. Other page sizes need `GRANTS_PER_PSEG` here.
+
+use super::blkif::{SECTOR_SIZE, XEN_PAGE_SIZE};
+use super::negotiate::{FlushKind, Negotiated};
+use super::virtio::{ConfigError, ConfigReason, VirtioBlkConfig, MAX_DISCARD_SEGMENTS};
+
+/// Block queue limits for one disk. Sizes are in bytes, `*_sectors` in
+/// 512-byte sectors; 0 in a discard / write-zeroes / secure-erase limit
+/// means "not supported".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueLimits {
+    /// Logical block size (bytes): power of two, 512..=4096.
+    pub logical_block_size: u32,
+    /// Physical block size (bytes): power of two, >= logical.
+    pub physical_block_size: u32,
+    /// Offset (bytes) of the first physically aligned logical block;
+    /// smaller than `physical_block_size`.
+    pub alignment_offset: u32,
+    /// Minimum I/O size (bytes): a multiple of `physical_block_size`.
+    pub io_min: u32,
+    /// Optimal I/O size (bytes), 0 = not given; a multiple of
+    /// `physical_block_size`.
+    pub io_opt: u32,
+    /// Largest request (512-byte sectors), a multiple of the logical block.
+    pub max_hw_sectors: u32,
+    /// Largest number of segments per request (>= 1).
+    pub max_segments: u32,
+    /// Largest segment (bytes), >= 4096.
+    pub max_segment_size: u32,
+    /// Discard granularity (bytes): 0 without discard, else a multiple of
+    /// the logical block and >= `physical_block_size`.
+    pub discard_granularity: u32,
+    /// Discard alignment (bytes), smaller than `discard_granularity` (0
+    /// without discard).
+    pub discard_alignment: u32,
+    /// Largest discard (512-byte sectors); 0 = no discard.
+    pub max_discard_sectors: u32,
+    /// Largest number of ranges in one discard (>= 1).
+    pub max_discard_segments: u32,
+    /// Largest secure erase (512-byte sectors); 0 = not supported.
+    pub max_secure_erase_sectors: u32,
+    /// Largest write-zeroes (512-byte sectors); 0 = not supported.
+    pub max_write_zeroes_sectors: u32,
+    /// `Some(true)`: set `BLK_FEAT_ROTATIONAL`; `Some(false)`: clear it;
+    /// `None`: unknown, leave the block layer's default (in 7.3: not
+    /// rotational).
+    pub rotational: Option<bool>,
+    /// Mark the disk read-only.
+    pub read_only: bool,
+    /// The device has a volatile write cache (`BLK_FEAT_WRITE_CACHE`).
+    pub write_cache: bool,
+    /// Forced unit access supported (`BLK_FEAT_FUA`); implies `write_cache`.
+    pub fua: bool,
+}
+
+impl QueueLimits {
+    /// Check the documented invariants (the ones `blk_validate_limits()`
+    /// relies on, and those this crate promises); on failure, say which.
+    /// Used by tests and fuzz targets; cheap enough for a debug check in
+    /// the glue.
+    pub fn check_invariants(&self) -> Result<(), &'static str> {
+        let lbs = self.logical_block_size;
+        let pbs = self.physical_block_size;
+        if !lbs.is_power_of_two() || !(SECTOR_SIZE..=XEN_PAGE_SIZE).contains(&lbs) {
+            return Err("logical_block_size not a power of two in 512..=4096");
+        }
+        if !pbs.is_power_of_two() || pbs < lbs || pbs > 64 * 1024 {
+            return Err("physical_block_size not a power of two in logical..=64K");
+        }
+        if self.alignment_offset >= pbs {
+            return Err("alignment_offset not below physical_block_size");
+        }
+        if self.io_min < pbs || self.io_min % pbs != 0 {
+            return Err("io_min not a multiple of physical_block_size");
+        }
+        if self.io_opt % pbs != 0 {
+            return Err("io_opt not a multiple of physical_block_size");
+        }
+        let lbs_sectors = lbs / SECTOR_SIZE;
+        if self.max_hw_sectors < XEN_PAGE_SIZE / SECTOR_SIZE
+            || self.max_hw_sectors < lbs_sectors
+            || self.max_hw_sectors % lbs_sectors != 0
+        {
+            return Err("max_hw_sectors below a page or not a multiple of the logical block");
+        }
+        if self.max_segments == 0 {
+            return Err("max_segments is 0");
+        }
+        if self.max_segment_size < XEN_PAGE_SIZE {
+            return Err("max_segment_size below 4096");
+        }
+        if self.max_discard_sectors == 0 {
+            if self.discard_granularity != 0 || self.discard_alignment != 0 {
+                return Err("discard granularity/alignment without discard");
+            }
+        } else if self.discard_granularity < pbs
+            || self.discard_granularity % lbs != 0
+            || self.discard_alignment >= self.discard_granularity
+        {
+            return Err("discard granularity/alignment inconsistent");
+        }
+        if self.max_discard_segments == 0 {
+            return Err("max_discard_segments is 0");
+        }
+        if self.fua && !self.write_cache {
+            return Err("fua without write_cache");
+        }
+        Ok(())
+    }
+}
+
+/// `v` rounded down to a multiple of `m` (`v` itself for `m` = 0).
+fn round_down(v: u32, m: u32) -> u32 {
+    v.checked_rem(m).map_or(v, |r| v.saturating_sub(r))
+}
+
+/// Queue limits for a Xen vbd, matching upstream `blkif_set_queue_limits()`
+/// plus `io_min`/`io_opt` from the extension keys:
+///
+/// * `max_segments` = segments per request (11 direct, or the indirect
+///   count), `max_segment_size` = 4096, `max_hw_sectors` =
+///   segments * 4096 / 512;
+/// * logical/physical block = `sector-size` / `physical-sector-size`;
+/// * `io_min` = `minimum-io-size`, else the physical sector size;
+///   `io_opt` = `optimal-io-size`, else 0;
+/// * discard: unlimited length, one range, granularity =
+///   max(`discard-granularity`, physical sector size), alignment =
+///   `discard-alignment` modulo that; secure erase unlimited when
+///   `discard-secure`;
+/// * flush: write cache on, FUA only with barriers; no write-zeroes;
+///   rotational unknown (upstream does not set it either).
+///
+/// Arithmetic saturates rather than wraps; for a [`Negotiated`] produced by
+/// [`super::negotiate::negotiate`] nothing saturates.
+pub fn xen_limits(n: &Negotiated) -> QueueLimits {
+    let segments = n.segments_per_request.max(1);
+    let sectors_per_page = XEN_PAGE_SIZE / SECTOR_SIZE;
+    let lbs_sectors = (n.sector_size / SECTOR_SIZE).max(1);
+    let max_hw_sectors = round_down(segments.saturating_mul(sectors_per_page), lbs_sectors);
+    let physical = n.physical_sector_size.max(n.sector_size);
+    let io_min = n.minimum_io_size.unwrap_or(physical).max(physical);
+    let io_opt = round_down(n.optimal_io_size.unwrap_or(0), physical);
+
+    let (discard_granularity, discard_alignment, max_discard_sectors, secure) = match n.discard {
+        Some(d) => {
+            let g = d.granularity.max(physical);
+            (
+                g,
+                d.alignment.checked_rem(g).unwrap_or(0),
+                u32::MAX,
+                d.secure,
+            )
+        }
+        None => (0, 0, 0, false),
+    };
+
+    QueueLimits {
+        logical_block_size: n.sector_size,
+        physical_block_size: physical,
+        alignment_offset: 0,
+        io_min,
+        io_opt,
+        max_hw_sectors,
+        max_segments: segments,
+        max_segment_size: XEN_PAGE_SIZE,
+        discard_granularity,
+        discard_alignment,
+        max_discard_sectors,
+        max_discard_segments: 1,
+        max_secure_erase_sectors: if secure { u32::MAX } else { 0 },
+        max_write_zeroes_sectors: 0,
+        rotational: None,
+        read_only: n.read_only(),
+        write_cache: n.flush.is_some(),
+        fua: n.flush == Some(FlushKind::Barrier),
+    }
+}
+
+fn min_not_zero(a: u32, b: u32) -> u32 {
+    match (a, b) {
+        (0, b) => b,
+        (a, 0) => a,
+        (a, b) => a.min(b),
+    }
+}
+
+fn overflow(field: &'static str, value: impl Into<u64>) -> ConfigError {
+    ConfigError {
+        field,
+        value: value.into(),
+        reason: ConfigReason::Overflow,
+    }
+}
+
+/// Queue limits for a virtio-blk device, mirroring upstream
+/// `virtblk_read_limits()` and `virtblk_probe()` (7.3).
+///
+/// `max_dma_size` is the transport's `virtio_max_dma_size()` (bytes);
+/// `max_segment_size` = min(`size_max`, `max_dma_size`, `u32::MAX`).
+///
+/// * `max_segments` = `seg_max` (1 without `SEG_MAX`), `max_hw_sectors`
+///   unlimited (rounded down to the logical block);
+/// * physical = `blk_size << physical_block_exp`, alignment offset =
+///   `blk_size * alignment_offset`, `io_min` = max(`blk_size *
+///   min_io_size`, physical), `io_opt` = `blk_size * opt_io_size` rounded
+///   down to the physical block;
+/// * discard (`DISCARD` or `SECURE_ERASE`): `max_discard_sectors` =
+///   `max_discard_sectors` or unlimited when 0 (0 without `DISCARD`);
+///   segments = min_not_zero(`max_discard_seg`, `max_secure_erase_seg`),
+///   else `seg_max`, capped at 256; granularity =
+///   min_not_zero(`discard_sector_alignment`,
+///   `secure_erase_sector_alignment`) * 512, else the logical block, then
+///   at least the physical block;
+/// * write-zeroes: `max_write_zeroes_sectors` or unlimited when 0;
+/// * always rotational (upstream marks every virtio disk rotational);
+///   write cache from `wce`/`FLUSH`; no FUA; read-only with `RO`.
+///
+/// Fails (naming the field) only on an overflow or a too-small segment
+/// size, which [`VirtioBlkConfig::parse`] already excludes for the config
+/// fields.
+pub fn virtio_limits(
+    cfg: &VirtioBlkConfig,
+    max_dma_size: usize,
+) -> Result<QueueLimits, ConfigError> {
+    let lbs = cfg.blk_size;
+    let physical = if cfg.physical_block_exp != 0 {
+        lbs.checked_shl(u32::from(cfg.physical_block_exp))
+            .filter(|p| p.checked_shr(u32::from(cfg.physical_block_exp)) == Some(lbs))
+            .ok_or_else(|| overflow("physical_block_exp", cfg.physical_block_exp))?
+    } else {
+        lbs
+    }
+    .max(lbs);
+    let alignment_offset = lbs
+        .checked_mul(u32::from(cfg.alignment_offset))
+        .ok_or_else(|| overflow("alignment_offset", cfg.alignment_offset))?;
+    let io_min = lbs
+        .checked_mul(u32::from(cfg.min_io_size))
+        .ok_or_else(|| overflow("min_io_size", cfg.min_io_size))?
+        .max(physical);
+    let io_opt = round_down(
+        lbs.checked_mul(cfg.opt_io_size)
+            .ok_or_else(|| overflow("opt_io_size", cfg.opt_io_size))?,
+        physical,
+    );
+
+    let dma = u32::try_from(max_dma_size).unwrap_or(u32::MAX);
+    let max_segment_size = cfg.size_max.unwrap_or(u32::MAX).min(dma);
+    if max_segment_size < XEN_PAGE_SIZE {
+        return Err(ConfigError {
+            field: if dma < XEN_PAGE_SIZE {
+                "transport max_dma_size"
+            } else {
+                "size_max"
+            },
+            value: u64::from(max_segment_size),
+            reason: ConfigReason::TooSmall {
+                min: u64::from(XEN_PAGE_SIZE),
+            },
+        });
+    }
+    let seg_max = cfg.seg_max.max(1);
+    let lbs_sectors = (lbs / SECTOR_SIZE).max(1);
+
+    let mut max_discard_sectors = 0;
+    let mut max_discard_segments = 1;
+    let mut discard_granularity = 0;
+    let mut max_secure_erase_sectors = 0;
+    if cfg.discard.is_some() || cfg.secure_erase.is_some() {
+        let (mut gran, mut segs) = (0, 0);
+        if let Some(d) = cfg.discard {
+            gran = d.sector_alignment;
+            segs = d.max_seg;
+            max_discard_sectors = if d.max_sectors == 0 {
+                u32::MAX
+            } else {
+                d.max_sectors
+            };
+        }
+        if let Some(s) = cfg.secure_erase {
+            gran = min_not_zero(gran, s.sector_alignment);
+            segs = min_not_zero(segs, s.max_seg);
+            max_secure_erase_sectors = s.max_sectors;
+        }
+        if segs == 0 {
+            segs = seg_max;
+        }
+        max_discard_segments = segs.min(MAX_DISCARD_SEGMENTS);
+        if max_discard_sectors != 0 {
+            let g = if gran != 0 {
+                gran.checked_mul(SECTOR_SIZE)
+                    .ok_or_else(|| overflow("discard_sector_alignment", gran))?
+            } else {
+                lbs
+            };
+            discard_granularity = g.max(physical);
+        }
+    }
+
+    let max_write_zeroes_sectors = match cfg.write_zeroes {
+        Some(w) if w.max_sectors != 0 => w.max_sectors,
+        Some(_) => u32::MAX,
+        None => 0,
+    };
+
+    Ok(QueueLimits {
+        logical_block_size: lbs,
+        physical_block_size: physical,
+        alignment_offset: alignment_offset.checked_rem(physical).unwrap_or(0),
+        io_min,
+        io_opt,
+        max_hw_sectors: round_down(u32::MAX, lbs_sectors),
+        max_segments: seg_max,
+        max_segment_size,
+        discard_granularity,
+        discard_alignment: 0,
+        max_discard_sectors,
+        max_discard_segments,
+        max_secure_erase_sectors,
+        max_write_zeroes_sectors,
+        rotational: Some(true),
+        read_only: cfg.read_only,
+        write_cache: cfg.writeback,
+        fua: false,
+    })
+}

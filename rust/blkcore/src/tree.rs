@@ -1,0 +1,14 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Module tree of blkcore. Kernel modules include this file with
+//! `#[path = ".../rust/blkcore/src/tree.rs"] mod blkcore;`; paths below
+//! resolve relative to this directory.
+
+pub mod blkif;
+/// Fuzz entry points (host only: tests and the `fuzzing` feature).
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzz;
+pub mod limits;
+pub mod negotiate;
+pub mod virtio;
+pub mod xenstore;

@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Grant table: granting 4 KiB frames to the backend domain and revoking
+//! them, plus the frames themselves ([`Frame`], owned [`XenPage`]).
+//!
+//! Revocation follows xen-blkfront: [`GrantTable::try_end`] ends access
+//! only if the backend no longer maps the frame (the reference is then
+//! freed); [`GrantTable::end`] ends it unconditionally, deferring the
+//! release (the grant table code takes its own page reference) until the
+//! backend lets go, so the caller may free its page right after.
+
+use core::ptr::NonNull;
+
+use kernel::prelude::*;
+
+use super::{
+    bindings,
+    XEN_PAGE_SIZE, //
+};
+
+/// A grant reference (`grant_ref_t`).
+pub type GrantRef = u32;
+
+/// References claimed from the grant table per batch.
+const BATCH: u16 = 16;
+
+/// A 4 KiB frame (`struct page`) that can be granted, mapped and copied.
+///
+/// # Invariants
+///
+/// `self.0` points to a `struct page` that stays allocated for as long as
+/// any copy of this `Frame` is used (granted, read or written). Frames are
+/// only made by [`XenPage::frame`] (the owner outlives its grants: see
+/// [`XenPage`]) and by [`Frame::from_kernel_page`], whose caller promises it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frame(NonNull<bindings::page>);
+
+// SAFETY: a page may be mapped and copied from any CPU.
+unsafe impl Send for Frame {}
+// SAFETY: as above; `Frame` has no interior state.
+unsafe impl Sync for Frame {}
+
+impl Frame {
+    /// Wraps a kernel page.
+    ///
+    /// # Safety
+    ///
+    /// `page` must point to a `struct page` that stays allocated for as long
+    /// as the returned frame (or a copy of it) is granted or accessed.
+    pub unsafe fn from_kernel_page(page: *mut kernel::bindings::page) -> Option<Self> {
+        NonNull::new(page.cast::<bindings::page>()).map(Self)
+    }
+
+    fn check(off: usize, len: usize) -> Result {
+        match off.checked_add(len) {
+            Some(end) if end <= XEN_PAGE_SIZE => Ok(()),
+            _ => Err(EINVAL),
+        }
+    }
+
+    /// Maps the frame for the duration of `f` (`kmap_local_page`).
+    fn with_mapped<R>(self, f: impl FnOnce(*mut u8) -> R) -> R {
+        // SAFETY: by the type invariant the page is allocated.
+        let va = unsafe { bindings::rxen_kmap_local_page(self.0.as_ptr()) }.cast::<u8>();
+        let r = f(va);
+        // SAFETY: `va` came from `rxen_kmap_local_page` just above; local
+        // mappings are released in reverse order, which this nesting keeps.
+        unsafe { bindings::rxen_kunmap_local(va.cast()) };
+        r
+    }
+
+    /// Copies `len` bytes at `off` in this frame to `dst_off` in `dst`.
+    /// The two frames must be different pages.
+    pub fn copy_to(self, off: usize, dst: Frame, dst_off: usize, len: usize) -> Result {
+        Self::check(off, len)?;
+        Self::check(dst_off, len)?;
+        if self == dst {
+            return Err(EINVAL);
+        }
+        self.with_mapped(|src| {
+            dst.with_mapped(|d| {
+                // SAFETY: both mappings cover a whole page, the ranges were
+                // checked above, and distinct pages do not overlap.
+                unsafe { core::ptr::copy_nonoverlapping(src.add(off), d.add(dst_off), len) }
+            })
+        });
+        Ok(())
+    }
+
+    /// Writes `data` at byte `off` of the frame.
+    pub fn write(self, off: usize, data: &[u8]) -> Result {
+        Self::check(off, data.len())?;
+        self.with_mapped(|va| {
+            // SAFETY: the mapping covers the page; range checked above;
+            // `data` is not inside a page mapped only here.
+            unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), va.add(off), data.len()) }
+        });
+        Ok(())
+    }
+
+    /// Reads `out.len()` bytes at `off` of the frame.
+    pub fn read(self, off: usize, out: &mut [u8]) -> Result {
+        Self::check(off, out.len())?;
+        self.with_mapped(|va| {
+            // SAFETY: the mapping covers the page; range checked above.
+            unsafe { core::ptr::copy_nonoverlapping(va.add(off), out.as_mut_ptr(), out.len()) }
+        });
+        Ok(())
+    }
+}
+
+/// An owned, zeroed page (bounce frame or indirect page).
+///
+/// # Invariants
+///
+/// `self.page` was returned by `alloc_page()` and is freed on drop. Users
+/// must end all grants of [`XenPage::frame`] (with [`GrantTable::try_end`]
+/// succeeding or [`GrantTable::end`]) before dropping it.
+pub struct XenPage {
+    page: NonNull<bindings::page>,
+}
+
+// SAFETY: the page is exclusively owned.
+unsafe impl Send for XenPage {}
+// SAFETY: `&XenPage` only hands out `Frame`s.
+unsafe impl Sync for XenPage {}
+
+impl XenPage {
+    /// Allocates a zeroed page (`GFP_NOIO`).
+    pub fn new() -> Result<Self> {
+        // SAFETY: plain allocation.
+        let p = unsafe { bindings::rxen_alloc_page() };
+        NonNull::new(p).map(|page| Self { page }).ok_or(ENOMEM)
+    }
+
+    /// The frame of this page (valid while `self` lives).
+    pub fn frame(&self) -> Frame {
+        Frame(self.page)
+    }
+}
+
+impl Drop for XenPage {
+    fn drop(&mut self) {
+        // SAFETY: by the type invariant we own the page.
+        unsafe { bindings::rxen_free_page(self.page.as_ptr()) };
+    }
+}
+
+/// Grants to one backend domain, with a small reserve of claimed
+/// references (`gnttab_alloc_grant_references` /
+/// `gnttab_claim_grant_reference`).
+///
+/// # Invariants
+///
+/// `head` holds `left` references allocated from the grant table and not
+/// yet claimed; they are freed on drop.
+pub struct GrantTable {
+    domid: u16,
+    head: u32,
+    left: u16,
+}
+
+impl GrantTable {
+    /// Grants for domain `domid`.
+    pub fn new(domid: u16) -> Self {
+        Self {
+            domid,
+            head: 0,
+            left: 0,
+        }
+    }
+
+    fn refill(&mut self) -> Result {
+        for n in [BATCH, 1] {
+            let mut head = 0u32;
+            // SAFETY: `head` is valid for writes.
+            if unsafe { bindings::rxen_gnttab_alloc_grant_references(n, &mut head) } == 0 {
+                self.head = head;
+                self.left = n;
+                return Ok(());
+            }
+        }
+        Err(ENOSPC)
+    }
+
+    /// Grants the backend access to `frame`
+    /// (`gnttab_grant_foreign_access_ref`), read-only if `readonly`.
+    pub fn grant(&mut self, frame: Frame, readonly: bool) -> Result<GrantRef> {
+        if self.left == 0 {
+            self.refill()?;
+        }
+        // SAFETY: `head` holds `left` > 0 unclaimed references.
+        let r = unsafe { bindings::rxen_gnttab_claim_grant_reference(&mut self.head) };
+        let gref = u32::try_from(r).map_err(|_| ENOSPC)?;
+        self.left -= 1;
+        // SAFETY: `gref` is ours; by `Frame`'s invariant the page stays
+        // allocated while granted.
+        unsafe {
+            bindings::rxen_gnttab_grant_foreign_access_ref(
+                gref,
+                self.domid,
+                frame.0.as_ptr(),
+                readonly,
+            )
+        };
+        Ok(gref)
+    }
+
+    /// Ends access if the backend no longer maps `gref`, freeing the
+    /// reference (`gnttab_try_end_foreign_access`). Returns `false` (and
+    /// changes nothing) if it is still mapped.
+    pub fn try_end(&mut self, gref: GrantRef) -> bool {
+        // SAFETY: ending access of one of our references has no memory
+        // safety requirements on our side.
+        unsafe { bindings::rxen_gnttab_try_end_foreign_access(gref) != 0 }
+    }
+
+    /// Ends access unconditionally (`gnttab_end_foreign_access(ref,
+    /// NULL)`): a still-mapped frame gets an extra page reference and is
+    /// released by the grant table code once the backend unmaps it.
+    pub fn end(&mut self, gref: GrantRef) {
+        // SAFETY: see above; NULL page: the grant code takes its own ref.
+        unsafe { bindings::rxen_gnttab_end_foreign_access(gref, core::ptr::null_mut()) };
+    }
+}
+
+impl Drop for GrantTable {
+    fn drop(&mut self) {
+        if self.left > 0 {
+            // SAFETY: by the type invariant `head` holds unclaimed refs.
+            unsafe { bindings::rxen_gnttab_free_grant_references(self.head) };
+        }
+    }
+}
+
+/// Walks the data of a started block request: maps it to the request's
+/// scatterlist (`blk_rq_map_sg`, through `rust/blkmq`) and calls `f` with
+/// each entry's frame, byte offset and length. Returns the entry count.
+///
+/// The frames stay valid until the request is ended: the block layer pins
+/// a request's pages while it is in flight, and the driver keeps the
+/// `Request` (and with it the frames it recorded) until completion.
+pub fn for_each_request_frame<T: crate::blkmq::Operations>(
+    rq: &mut crate::blkmq::Request<T>,
+    mut f: impl FnMut(Frame, u32, u32) -> Result,
+) -> Result<u32> {
+    let n = rq.map_sg()?;
+    let mut sg = rq.sg_ptr().cast::<bindings::scatterlist>();
+    for i in 0..n {
+        if sg.is_null() {
+            return Err(EIO);
+        }
+        let mut off = 0u32;
+        let mut len = 0u32;
+        // SAFETY: `sg` is one of the `n` entries `map_sg` filled in the
+        // request's scatterlist (rust/blkmq invariant).
+        let page = unsafe { bindings::rxen_sg_info(sg, &mut off, &mut len) };
+        let frame = NonNull::new(page).map(Frame).ok_or(EIO)?;
+        // An entry never crosses a page: max_segment_size = PAGE_SIZE and
+        // seg_boundary_mask = PAGE_SIZE - 1 (blkcore::limits::xen_limits).
+        if off as usize + len as usize > XEN_PAGE_SIZE {
+            return Err(EIO);
+        }
+        f(frame, off, len)?;
+        if i + 1 < n {
+            // SAFETY: as above; `sg_next` follows the table.
+            sg = unsafe { bindings::rxen_sg_next(sg) };
+        }
+    }
+    Ok(n)
+}

@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Shared ring pages (`xenbus_setup_ring` / `xenbus_teardown_ring`), 1..=16
+//! pages granted to the backend, with byte-level access for the ring
+//! protocol (the index logic itself is `blkcore::ring`).
+
+use core::ptr::NonNull;
+
+use kernel::{
+    error::to_result,
+    prelude::*, //
+};
+
+use super::{
+    bindings,
+    xenbus::Device,
+    XEN_PAGE_SIZE, //
+};
+
+/// Most pages of one ring (`XENBUS_MAX_RING_GRANTS`).
+pub const MAX_RING_PAGES: usize = 16;
+
+/// A shared ring area granted to the backend.
+///
+/// # Invariants
+///
+/// `vaddr` points to `nr_pages * 4096` zero-initialised bytes allocated by
+/// `xenbus_setup_ring()`, granted as `grefs[..nr_pages]`; both are released
+/// on drop with `xenbus_teardown_ring()`.
+pub struct SharedPages {
+    vaddr: NonNull<u8>,
+    nr_pages: u32,
+    grefs: [u32; MAX_RING_PAGES],
+}
+
+// SAFETY: the area is plain memory; access goes through `&mut self` or
+// volatile reads.
+unsafe impl Send for SharedPages {}
+// SAFETY: `&self` methods only do volatile reads.
+unsafe impl Sync for SharedPages {}
+
+impl SharedPages {
+    /// Allocates and grants `nr_pages` (1..=16) pages to `dev`'s backend.
+    pub fn new(dev: &Device, nr_pages: u32) -> Result<Self> {
+        if nr_pages == 0 || nr_pages as usize > MAX_RING_PAGES {
+            return Err(EINVAL);
+        }
+        let mut grefs = [0u32; MAX_RING_PAGES];
+        let mut va: *mut core::ffi::c_void = core::ptr::null_mut();
+        // SAFETY: `dev` is live; `va` and `grefs` (16 entries >= nr_pages)
+        // are valid for writes.
+        to_result(unsafe {
+            bindings::rxen_xenbus_setup_ring(dev.raw(), &mut va, nr_pages, grefs.as_mut_ptr())
+        })?;
+        let vaddr = NonNull::new(va.cast::<u8>()).ok_or(ENOMEM)?;
+        Ok(Self {
+            vaddr,
+            nr_pages,
+            grefs,
+        })
+    }
+
+    /// Grant references of the pages, in order.
+    pub fn grefs(&self) -> &[u32] {
+        self.grefs.get(..self.nr_pages as usize).unwrap_or(&[])
+    }
+
+    /// Pages in the ring.
+    pub fn nr_pages(&self) -> u32 {
+        self.nr_pages
+    }
+
+    fn len(&self) -> usize {
+        self.nr_pages as usize * XEN_PAGE_SIZE
+    }
+
+    fn check(&self, off: usize, len: usize) -> bool {
+        off.checked_add(len).is_some_and(|e| e <= self.len())
+    }
+
+    /// Volatile read of the little-endian `u32` at `off` (ring indexes the
+    /// backend writes concurrently). Out-of-range offsets read as 0.
+    pub fn load_u32(&self, off: usize) -> u32 {
+        if !self.check(off, 4) || off % 4 != 0 {
+            return 0;
+        }
+        // SAFETY: in bounds and aligned (the area is page aligned).
+        unsafe { core::ptr::read_volatile(self.vaddr.as_ptr().add(off).cast::<u32>()) }
+    }
+
+    /// Volatile write of a `u32` at `off` (ignored when out of range).
+    pub fn store_u32(&mut self, off: usize, v: u32) {
+        if !self.check(off, 4) || off % 4 != 0 {
+            return;
+        }
+        // SAFETY: in bounds and aligned.
+        unsafe { core::ptr::write_volatile(self.vaddr.as_ptr().add(off).cast::<u32>(), v) }
+    }
+
+    /// Copies `data` into the area at `off` (ignored when out of range).
+    pub fn write_bytes(&mut self, off: usize, data: &[u8]) {
+        if !self.check(off, data.len()) {
+            return;
+        }
+        // SAFETY: in bounds; `data` is not in the shared area.
+        unsafe {
+            core::ptr::copy_nonoverlapping(data.as_ptr(), self.vaddr.as_ptr().add(off), data.len())
+        }
+    }
+
+    /// Copies bytes at `off` out of the area, once, with volatile reads
+    /// (the backend may change them concurrently). Out of range: zeros.
+    pub fn read_bytes(&self, off: usize, out: &mut [u8]) {
+        if !self.check(off, out.len()) {
+            out.fill(0);
+            return;
+        }
+        for (i, b) in out.iter_mut().enumerate() {
+            // SAFETY: in bounds (checked above).
+            *b = unsafe { core::ptr::read_volatile(self.vaddr.as_ptr().add(off + i)) };
+        }
+    }
+
+    /// `virt_wmb()`.
+    pub fn wmb(&self) {
+        // SAFETY: a barrier.
+        unsafe { bindings::rxen_virt_wmb() }
+    }
+
+    /// `virt_rmb()`.
+    pub fn rmb(&self) {
+        // SAFETY: a barrier.
+        unsafe { bindings::rxen_virt_rmb() }
+    }
+
+    /// `virt_mb()`.
+    pub fn mb(&self) {
+        // SAFETY: a barrier.
+        unsafe { bindings::rxen_virt_mb() }
+    }
+}
+
+impl Drop for SharedPages {
+    fn drop(&mut self) {
+        let mut va: *mut core::ffi::c_void = self.vaddr.as_ptr().cast();
+        // SAFETY: by the type invariant the area and grants came from
+        // `xenbus_setup_ring` with `nr_pages` pages; teardown ends access
+        // (deferred if still mapped) and frees the pages.
+        unsafe {
+            bindings::rxen_xenbus_teardown_ring(&mut va, self.nr_pages, self.grefs.as_mut_ptr())
+        };
+    }
+}

@@ -1,0 +1,303 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * C half of rust/xen: thin wrappers, no policy. See shim.h.
+ */
+#include <linux/device.h>
+#include <linux/err.h>
+#include <linux/gfp.h>
+#include <linux/highmem.h>
+#include <linux/slab.h>
+#include <linux/scatterlist.h>
+#include <linux/cpumask.h>
+#include <xen/xen.h>
+#include <xen/events.h>
+#include <xen/page.h>
+#include <xen/platform_pci.h>
+#include <asm/barrier.h>
+#include "shim.h"
+
+int blkfront_rs_xen_shim_version(void) { return 2; }
+
+bool rxen_pv_disks_available(void)
+{
+	return xen_domain() && xen_has_pv_disk_devices();
+}
+
+unsigned long rxen_xen_page_size(void)
+{
+	BUILD_BUG_ON(PAGE_SIZE != XEN_PAGE_SIZE);
+	return XEN_PAGE_SIZE;
+}
+
+unsigned int rxen_num_online_cpus(void)
+{
+	return num_online_cpus();
+}
+
+int rxen_xenbus_register_frontend(struct xenbus_driver *drv)
+{
+	return xenbus_register_frontend(drv);
+}
+
+void rxen_xenbus_unregister_driver(struct xenbus_driver *drv)
+{
+	xenbus_unregister_driver(drv);
+}
+
+const char *rxen_dev_nodename(struct xenbus_device *dev)
+{
+	return dev->nodename;
+}
+
+const char *rxen_dev_otherend(struct xenbus_device *dev)
+{
+	return dev->otherend;
+}
+
+int rxen_dev_otherend_id(struct xenbus_device *dev)
+{
+	return dev->otherend_id;
+}
+
+int rxen_dev_state(struct xenbus_device *dev)
+{
+	return dev->state;
+}
+
+void rxen_dev_set_drvdata(struct xenbus_device *dev, void *data)
+{
+	dev_set_drvdata(&dev->dev, data);
+}
+
+void *rxen_dev_get_drvdata(struct xenbus_device *dev)
+{
+	return dev_get_drvdata(&dev->dev);
+}
+
+struct device *rxen_dev_device(struct xenbus_device *dev)
+{
+	return &dev->dev;
+}
+
+void rxen_dev_info(struct xenbus_device *dev, const char *msg)
+{
+	dev_info(&dev->dev, "%s\n", msg);
+}
+
+void rxen_dev_warn(struct xenbus_device *dev, const char *msg)
+{
+	dev_warn(&dev->dev, "%s\n", msg);
+}
+
+void rxen_dev_err(struct xenbus_device *dev, const char *msg)
+{
+	dev_err(&dev->dev, "%s\n", msg);
+}
+
+int rxen_xenbus_read(u32 xbt, const char *dir, const char *node, char **out,
+		     unsigned int *len)
+{
+	struct xenbus_transaction t = { .id = xbt };
+	char *p;
+
+	p = xenbus_read(t, dir, node, len);
+	if (IS_ERR(p)) {
+		*out = NULL;
+		*len = 0;
+		return PTR_ERR(p);
+	}
+	*out = p;
+	return 0;
+}
+
+int rxen_xenbus_write(u32 xbt, const char *dir, const char *node,
+		      const char *value)
+{
+	struct xenbus_transaction t = { .id = xbt };
+
+	return xenbus_write(t, dir, node, value);
+}
+
+int rxen_xenbus_transaction_start(u32 *xbt)
+{
+	struct xenbus_transaction t;
+	int err;
+
+	err = xenbus_transaction_start(&t);
+	*xbt = err ? 0 : t.id;
+	return err;
+}
+
+int rxen_xenbus_transaction_end(u32 xbt, bool abort)
+{
+	struct xenbus_transaction t = { .id = xbt };
+
+	return xenbus_transaction_end(t, abort);
+}
+
+void rxen_kfree(void *p)
+{
+	kfree(p);
+}
+
+int rxen_xenbus_switch_state(struct xenbus_device *dev, int state)
+{
+	return xenbus_switch_state(dev, (enum xenbus_state)state);
+}
+
+void rxen_xenbus_dev_fatal(struct xenbus_device *dev, int err, const char *msg)
+{
+	xenbus_dev_fatal(dev, err, "%s", msg);
+}
+
+void rxen_xenbus_dev_error(struct xenbus_device *dev, int err, const char *msg)
+{
+	xenbus_dev_error(dev, err, "%s", msg);
+}
+
+int rxen_xenbus_frontend_closed(struct xenbus_device *dev)
+{
+	return xenbus_frontend_closed(dev);
+}
+
+int rxen_xenbus_setup_ring(struct xenbus_device *dev, void **vaddr,
+			   unsigned int nr_pages, u32 *grefs)
+{
+	return xenbus_setup_ring(dev, GFP_NOIO, vaddr, nr_pages, grefs);
+}
+
+void rxen_xenbus_teardown_ring(void **vaddr, unsigned int nr_pages, u32 *grefs)
+{
+	xenbus_teardown_ring(vaddr, nr_pages, grefs);
+}
+
+void rxen_virt_mb(void)
+{
+	virt_mb();
+}
+
+void rxen_virt_wmb(void)
+{
+	virt_wmb();
+}
+
+void rxen_virt_rmb(void)
+{
+	virt_rmb();
+}
+
+int rxen_xenbus_alloc_evtchn(struct xenbus_device *dev, u32 *port)
+{
+	evtchn_port_t p = 0;
+	int err;
+
+	err = xenbus_alloc_evtchn(dev, &p);
+	*port = p;
+	return err;
+}
+
+int rxen_xenbus_free_evtchn(struct xenbus_device *dev, u32 port)
+{
+	return xenbus_free_evtchn(dev, port);
+}
+
+int rxen_bind_evtchn_to_irqhandler_lateeoi(u32 evtchn, irq_handler_t handler,
+					   const char *name, void *dev_id)
+{
+	return bind_evtchn_to_irqhandler_lateeoi(evtchn, handler, 0, name,
+						 dev_id);
+}
+
+void rxen_unbind_from_irqhandler(unsigned int irq, void *dev_id)
+{
+	unbind_from_irqhandler(irq, dev_id);
+}
+
+void rxen_notify_remote_via_irq(int irq)
+{
+	notify_remote_via_irq(irq);
+}
+
+void rxen_irq_lateeoi(unsigned int irq, bool spurious)
+{
+	xen_irq_lateeoi(irq, spurious ? XEN_EOI_FLAG_SPURIOUS : 0);
+}
+
+int rxen_gnttab_alloc_grant_references(u16 count, u32 *head)
+{
+	grant_ref_t h = 0;
+	int err;
+
+	err = gnttab_alloc_grant_references(count, &h);
+	*head = h;
+	return err;
+}
+
+int rxen_gnttab_claim_grant_reference(u32 *head)
+{
+	grant_ref_t h = *head;
+	int ref;
+
+	ref = gnttab_claim_grant_reference(&h);
+	*head = h;
+	return ref;
+}
+
+void rxen_gnttab_free_grant_references(u32 head)
+{
+	gnttab_free_grant_references(head);
+}
+
+void rxen_gnttab_free_grant_reference(u32 ref)
+{
+	gnttab_free_grant_reference(ref);
+}
+
+void rxen_gnttab_grant_foreign_access_ref(u32 ref, u16 domid, struct page *page,
+					  bool readonly)
+{
+	gnttab_page_grant_foreign_access_ref_one(ref, domid, page, readonly);
+}
+
+int rxen_gnttab_try_end_foreign_access(u32 ref)
+{
+	return gnttab_try_end_foreign_access(ref);
+}
+
+void rxen_gnttab_end_foreign_access(u32 ref, struct page *page)
+{
+	gnttab_end_foreign_access(ref, page);
+}
+
+void *rxen_kmap_local_page(struct page *page)
+{
+	return kmap_local_page(page);
+}
+
+void rxen_kunmap_local(void *addr)
+{
+	kunmap_local(addr);
+}
+
+struct page *rxen_alloc_page(void)
+{
+	return alloc_page(GFP_NOIO | __GFP_ZERO);
+}
+
+void rxen_free_page(struct page *page)
+{
+	__free_page(page);
+}
+
+struct scatterlist *rxen_sg_next(struct scatterlist *sg)
+{
+	return sg_next(sg);
+}
+
+struct page *rxen_sg_info(struct scatterlist *sg, unsigned int *offset,
+			  unsigned int *len)
+{
+	*offset = sg->offset;
+	*len = sg->length;
+	return sg_page(sg);
+}

@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: GPL-2.0
+/* C half of rust/blkmq: macros and static inlines only. */
+#include <linux/blk-mq.h>
+#include <linux/blkdev.h>
+#include <linux/hdreg.h>
+#include <linux/module.h>
+#include <linux/slab.h>
+#include "shim.h"
+
+static_assert(BLKFRONT_RS_BLK_STS_OK == (__force int)BLK_STS_OK);
+static_assert(BLKFRONT_RS_BLK_STS_NOTSUPP == (__force int)BLK_STS_NOTSUPP);
+static_assert(BLKFRONT_RS_BLK_STS_RESOURCE == (__force int)BLK_STS_RESOURCE);
+static_assert(BLKFRONT_RS_BLK_STS_IOERR == (__force int)BLK_STS_IOERR);
+static_assert(BLKFRONT_RS_BLK_STS_DEV_RESOURCE == (__force int)BLK_STS_DEV_RESOURCE);
+static_assert(BLKFRONT_RS_BLK_FEAT_WRITE_CACHE == (__force unsigned int)BLK_FEAT_WRITE_CACHE);
+static_assert(BLKFRONT_RS_BLK_FEAT_FUA == (__force unsigned int)BLK_FEAT_FUA);
+static_assert(BLKFRONT_RS_BLK_FEAT_ROTATIONAL == (__force unsigned int)BLK_FEAT_ROTATIONAL);
+
+/* Lives as long as the gendisk: freed by ->free_disk. */
+struct blkfront_rs_disk_priv {
+	char serial[BLKFRONT_RS_SERIAL_MAX + 1];
+	bool has_geometry;
+	u16 cylinders;
+	u8 heads;
+	u8 sectors;
+};
+
+static int blkfront_rs_blkmq_getgeo(struct gendisk *disk, struct hd_geometry *geo)
+{
+	struct blkfront_rs_disk_priv *p = disk->private_data;
+
+	if (p && p->has_geometry) {
+		geo->cylinders = p->cylinders;
+		geo->heads = p->heads;
+		geo->sectors = p->sectors;
+	} else {
+		/* Same defaults as virtio_blk and sd. */
+		geo->heads = 1 << 6;
+		geo->sectors = 1 << 5;
+		geo->cylinders = get_capacity(disk) >> 11;
+	}
+	return 0;
+}
+
+static void blkfront_rs_blkmq_free_disk(struct gendisk *disk)
+{
+	kfree(disk->private_data);
+}
+
+static const struct block_device_operations blkfront_rs_blkmq_fops = {
+	.owner = THIS_MODULE,
+	.getgeo = blkfront_rs_blkmq_getgeo,
+	.free_disk = blkfront_rs_blkmq_free_disk,
+};
+
+struct gendisk *blkfront_rs_blkmq_alloc_disk(struct blk_mq_tag_set *set,
+					     struct queue_limits *lim,
+					     void *queuedata)
+{
+	struct blkfront_rs_disk_priv *p = kzalloc(sizeof(*p), GFP_KERNEL);
+	struct gendisk *disk;
+
+	if (!p)
+		return ERR_PTR(-ENOMEM);
+	disk = blk_mq_alloc_disk(set, lim, queuedata);
+	if (IS_ERR(disk)) {
+		kfree(p);
+		return disk;
+	}
+	disk->private_data = p;
+	disk->fops = &blkfront_rs_blkmq_fops;
+	return disk;
+}
+
+void blkfront_rs_blkmq_set_geometry(struct gendisk *disk, u16 cylinders,
+				    u8 heads, u8 sectors)
+{
+	struct blkfront_rs_disk_priv *p = disk->private_data;
+
+	p->cylinders = cylinders;
+	p->heads = heads;
+	p->sectors = sectors;
+	p->has_geometry = true;
+}
+
+/* /sys/block/<disk>/serial, like virtio_blk's (no newline), from a cached value. */
+static ssize_t serial_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	struct blkfront_rs_disk_priv *p = dev_to_disk(dev)->private_data;
+
+	return sysfs_emit(buf, "%s", p->serial);
+}
+static DEVICE_ATTR_RO(serial);
+
+static struct attribute *blkfront_rs_disk_attrs[] = {
+	&dev_attr_serial.attr,
+	NULL,
+};
+
+static umode_t blkfront_rs_disk_attr_visible(struct kobject *kobj, struct attribute *a, int n)
+{
+	struct blkfront_rs_disk_priv *p = dev_to_disk(kobj_to_dev(kobj))->private_data;
+
+	return p && p->serial[0] ? a->mode : 0;
+}
+
+static const struct attribute_group blkfront_rs_disk_attr_group = {
+	.attrs = blkfront_rs_disk_attrs,
+	.is_visible = blkfront_rs_disk_attr_visible,
+};
+
+static const struct attribute_group *blkfront_rs_disk_attr_groups[] = {
+	&blkfront_rs_disk_attr_group,
+	NULL,
+};
+
+void blkfront_rs_blkmq_set_serial(struct gendisk *disk, const char *serial, size_t len)
+{
+	struct blkfront_rs_disk_priv *p = disk->private_data;
+
+	len = min_t(size_t, len, BLKFRONT_RS_SERIAL_MAX);
+	memcpy(p->serial, serial, len);
+	p->serial[len] = '\0';
+}
+
+int blkfront_rs_blkmq_add_disk(struct device *parent, struct gendisk *disk)
+{
+	return device_add_disk(parent, disk, blkfront_rs_disk_attr_groups);
+}
+
+void blkfront_rs_blkmq_limits_start_update(struct gendisk *disk,
+					   struct queue_limits *lim)
+{
+	*lim = queue_limits_start_update(disk->queue);
+}

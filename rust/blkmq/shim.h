@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * C shims for rust/blkmq: what Rust cannot call directly.
+ *
+ * blk_mq_alloc_disk() is a macro (it defines a static lock class per call
+ * site) and block_device_operations needs .owner = THIS_MODULE. The
+ * blk_status_t / blk_features_t values are macros with sparse casts that
+ * bindgen cannot evaluate: they are restated here and checked against the
+ * kernel's with static_assert in shim.c.
+ *
+ * Only forward declarations: bindgen emits opaque types, the Rust side
+ * converts to and from kernel::bindings pointers at the boundary.
+ */
+#ifndef BLKFRONT_RS_BLKMQ_SHIM_H
+#define BLKFRONT_RS_BLKMQ_SHIM_H
+// bindgen: --allowlist-file '(.*/)?rust/blkmq/shim\.h'
+#include <linux/types.h>
+
+struct blk_mq_tag_set;
+struct queue_limits;
+struct gendisk;
+struct device;
+
+/* Longest serial kept for /sys/block/<disk>/serial. */
+#define BLKFRONT_RS_SERIAL_MAX 31
+
+#define BLKFRONT_RS_BLK_STS_OK 0
+#define BLKFRONT_RS_BLK_STS_NOTSUPP 1
+#define BLKFRONT_RS_BLK_STS_RESOURCE 9
+#define BLKFRONT_RS_BLK_STS_IOERR 10
+#define BLKFRONT_RS_BLK_STS_DEV_RESOURCE 13
+
+#define BLKFRONT_RS_BLK_FEAT_WRITE_CACHE 1u
+#define BLKFRONT_RS_BLK_FEAT_FUA 2u
+#define BLKFRONT_RS_BLK_FEAT_ROTATIONAL 4u
+
+/*
+ * Allocates a disk for @set with @lim, @queuedata as queue->queuedata, the
+ * module's block_device_operations (owner, getgeo, free_disk) and a small
+ * private area for the geometry. Returns an ERR_PTR on failure.
+ */
+struct gendisk *blkfront_rs_blkmq_alloc_disk(struct blk_mq_tag_set *set,
+					     struct queue_limits *lim,
+					     void *queuedata);
+/* CHS geometry reported by HDIO_GETGEO; without it, sd-like defaults. */
+void blkfront_rs_blkmq_set_geometry(struct gendisk *disk, u16 cylinders,
+				    u8 heads, u8 sectors);
+/* Serial shown in /sys/block/<disk>/serial (hidden while empty); set before add. */
+void blkfront_rs_blkmq_set_serial(struct gendisk *disk, const char *serial, size_t len);
+/* device_add_disk() with our attribute groups (serial). */
+int blkfront_rs_blkmq_add_disk(struct device *parent, struct gendisk *disk);
+/* queue_limits_start_update() is a static inline. */
+void blkfront_rs_blkmq_limits_start_update(struct gendisk *disk,
+					   struct queue_limits *lim);
+
+#endif

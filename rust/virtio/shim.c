@@ -1,0 +1,268 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * C half of rust/virtio: thin wrappers, no policy. Every function here is
+ * either a macro or static inline that Rust cannot call, or an exported
+ * function whose header kernel::bindings does not include.
+ */
+#include <linux/interrupt.h>
+#include <linux/module.h>
+#include <linux/slab.h>
+#include <linux/virtio.h>
+#include <linux/virtio_config.h>
+#include <linux/virtio_blk.h>
+#include <linux/workqueue.h>
+#include "shim.h"
+
+/* A virtio_driver plus the id table it points to, allocated per registration. */
+struct blkfront_rs_virtio_drv {
+	struct virtio_driver drv;
+	struct virtio_device_id ids[2];
+};
+
+struct virtio_driver *blkfront_rs_virtio_register(const char *name, u32 device_id,
+						  const unsigned int *features,
+						  unsigned int nfeatures,
+						  blkfront_rs_virtio_probe_t probe,
+						  blkfront_rs_virtio_fn_t remove,
+						  blkfront_rs_virtio_fn_t config_changed,
+						  int *err)
+{
+	struct blkfront_rs_virtio_drv *d = kzalloc(sizeof(*d), GFP_KERNEL);
+
+	if (!d) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	d->ids[0].device = device_id;
+	d->ids[0].vendor = VIRTIO_DEV_ANY_ID;
+	d->drv.driver.name = name;
+	d->drv.id_table = d->ids;
+	d->drv.feature_table = features;
+	d->drv.feature_table_size = nfeatures;
+	d->drv.feature_table_legacy = features;
+	d->drv.feature_table_size_legacy = nfeatures;
+	d->drv.probe = probe;
+	d->drv.remove = remove;
+	d->drv.config_changed = config_changed;
+	*err = register_virtio_driver(&d->drv);
+	if (*err) {
+		kfree(d);
+		return NULL;
+	}
+	return &d->drv;
+}
+
+void blkfront_rs_virtio_unregister(struct virtio_driver *drv)
+{
+	unregister_virtio_driver(drv);
+	kfree(container_of(drv, struct blkfront_rs_virtio_drv, drv));
+}
+
+struct device *blkfront_rs_virtio_dev(struct virtio_device *vdev)
+{
+	return &vdev->dev;
+}
+
+void *blkfront_rs_virtio_get_priv(struct virtio_device *vdev)
+{
+	return vdev->priv;
+}
+
+void blkfront_rs_virtio_set_priv(struct virtio_device *vdev, void *priv)
+{
+	vdev->priv = priv;
+}
+
+bool blkfront_rs_virtio_has_config_get(struct virtio_device *vdev)
+{
+	return vdev->config->get != NULL;
+}
+
+bool blkfront_rs_virtio_has_feature(struct virtio_device *vdev, unsigned int fbit)
+{
+	return virtio_has_feature(vdev, fbit);
+}
+
+bool blkfront_rs_virtio_is_little_endian(struct virtio_device *vdev)
+{
+	return virtio_is_little_endian(vdev);
+}
+
+u8 blkfront_rs_virtio_cread8(struct virtio_device *vdev, unsigned int offset)
+{
+	return virtio_cread8(vdev, offset);
+}
+
+u16 blkfront_rs_virtio_cread16(struct virtio_device *vdev, unsigned int offset)
+{
+	return virtio_cread16(vdev, offset);
+}
+
+u32 blkfront_rs_virtio_cread32(struct virtio_device *vdev, unsigned int offset)
+{
+	return virtio_cread32(vdev, offset);
+}
+
+u64 blkfront_rs_virtio_cread64(struct virtio_device *vdev, unsigned int offset)
+{
+	return virtio_cread64(vdev, offset);
+}
+
+void blkfront_rs_virtio_cwrite8(struct virtio_device *vdev, unsigned int offset, u8 val)
+{
+	virtio_cwrite8(vdev, offset, val);
+}
+
+size_t blkfront_rs_virtio_max_dma_size(struct virtio_device *vdev)
+{
+	return virtio_max_dma_size(vdev);
+}
+
+int blkfront_rs_virtio_find_vqs(struct virtio_device *vdev, unsigned int nvqs,
+				struct virtqueue **vqs, blkfront_rs_vq_callback_t callback,
+				const char *const *names)
+{
+	struct irq_affinity desc = { 0, };
+	struct virtqueue_info *info;
+	unsigned int i;
+	int err;
+
+	info = kcalloc(nvqs, sizeof(*info), GFP_KERNEL);
+	if (!info)
+		return -ENOMEM;
+	for (i = 0; i < nvqs; i++) {
+		info[i].name = names[i];
+		info[i].callback = callback;
+	}
+	err = virtio_find_vqs(vdev, nvqs, vqs, info, &desc);
+	kfree(info);
+	return err;
+}
+
+void blkfront_rs_virtio_del_vqs(struct virtio_device *vdev)
+{
+	vdev->config->del_vqs(vdev);
+}
+
+void blkfront_rs_virtio_device_ready(struct virtio_device *vdev)
+{
+	virtio_device_ready(vdev);
+}
+
+void blkfront_rs_virtio_reset_device(struct virtio_device *vdev)
+{
+	virtio_reset_device(vdev);
+}
+
+struct virtio_device *blkfront_rs_vq_vdev(struct virtqueue *vq)
+{
+	return vq->vdev;
+}
+
+unsigned int blkfront_rs_vq_index(struct virtqueue *vq)
+{
+	return vq->index;
+}
+
+unsigned int blkfront_rs_vq_num_free(struct virtqueue *vq)
+{
+	return vq->num_free;
+}
+
+int blkfront_rs_vq_add_sgs(struct virtqueue *vq, struct scatterlist **sgs,
+			   unsigned int out_sgs, unsigned int in_sgs, void *data)
+{
+	return virtqueue_add_sgs(vq, sgs, out_sgs, in_sgs, data, GFP_ATOMIC);
+}
+
+bool blkfront_rs_vq_kick_prepare(struct virtqueue *vq)
+{
+	return virtqueue_kick_prepare(vq);
+}
+
+bool blkfront_rs_vq_notify(struct virtqueue *vq)
+{
+	return virtqueue_notify(vq);
+}
+
+void *blkfront_rs_vq_get_buf(struct virtqueue *vq, unsigned int *len)
+{
+	return virtqueue_get_buf(vq, len);
+}
+
+void blkfront_rs_vq_disable_cb(struct virtqueue *vq)
+{
+	virtqueue_disable_cb(vq);
+}
+
+bool blkfront_rs_vq_enable_cb(struct virtqueue *vq)
+{
+	return virtqueue_enable_cb(vq);
+}
+
+struct blkfront_rs_work {
+	struct work_struct work;
+	blkfront_rs_work_fn_t fn;
+	void *ctx;
+};
+
+static void blkfront_rs_work_run(struct work_struct *work)
+{
+	struct blkfront_rs_work *w = container_of(work, struct blkfront_rs_work, work);
+
+	w->fn(w->ctx);
+}
+
+struct blkfront_rs_work *blkfront_rs_work_alloc(blkfront_rs_work_fn_t fn, void *ctx)
+{
+	struct blkfront_rs_work *w = kzalloc(sizeof(*w), GFP_KERNEL);
+
+	if (!w)
+		return NULL;
+	INIT_WORK(&w->work, blkfront_rs_work_run);
+	w->fn = fn;
+	w->ctx = ctx;
+	return w;
+}
+
+void blkfront_rs_work_schedule(struct blkfront_rs_work *w)
+{
+	schedule_work(&w->work);
+}
+
+void blkfront_rs_work_free_sync(struct blkfront_rs_work *w)
+{
+	cancel_work_sync(&w->work);
+	kfree(w);
+}
+
+/* The config-space offsets the Rust side (blkcore::virtio::offset) uses. */
+static_assert(offsetof(struct virtio_blk_config, capacity) == 0);
+static_assert(offsetof(struct virtio_blk_config, size_max) == 8);
+static_assert(offsetof(struct virtio_blk_config, seg_max) == 12);
+static_assert(offsetof(struct virtio_blk_config, geometry.cylinders) == 16);
+static_assert(offsetof(struct virtio_blk_config, geometry.heads) == 18);
+static_assert(offsetof(struct virtio_blk_config, geometry.sectors) == 19);
+static_assert(offsetof(struct virtio_blk_config, blk_size) == 20);
+static_assert(offsetof(struct virtio_blk_config, physical_block_exp) == 24);
+static_assert(offsetof(struct virtio_blk_config, alignment_offset) == 25);
+static_assert(offsetof(struct virtio_blk_config, min_io_size) == 26);
+static_assert(offsetof(struct virtio_blk_config, opt_io_size) == 28);
+static_assert(offsetof(struct virtio_blk_config, wce) == 32);
+static_assert(offsetof(struct virtio_blk_config, num_queues) == 34);
+static_assert(offsetof(struct virtio_blk_config, max_discard_sectors) == 36);
+static_assert(offsetof(struct virtio_blk_config, max_discard_seg) == 40);
+static_assert(offsetof(struct virtio_blk_config, discard_sector_alignment) == 44);
+static_assert(offsetof(struct virtio_blk_config, max_write_zeroes_sectors) == 48);
+static_assert(offsetof(struct virtio_blk_config, max_write_zeroes_seg) == 52);
+static_assert(offsetof(struct virtio_blk_config, write_zeroes_may_unmap) == 56);
+static_assert(offsetof(struct virtio_blk_config, max_secure_erase_sectors) == 60);
+static_assert(offsetof(struct virtio_blk_config, max_secure_erase_seg) == 64);
+static_assert(offsetof(struct virtio_blk_config, secure_erase_sector_alignment) == 68);
+static_assert(sizeof(struct virtio_blk_outhdr) == 16);
+static_assert(sizeof(struct virtio_blk_discard_write_zeroes) == 16);
+static_assert(VIRTIO_BLK_T_IN == 0 && VIRTIO_BLK_T_OUT == 1 && VIRTIO_BLK_T_FLUSH == 4 &&
+	      VIRTIO_BLK_T_GET_ID == 8 && VIRTIO_BLK_T_DISCARD == 11 &&
+	      VIRTIO_BLK_T_WRITE_ZEROES == 13);
+static_assert(VIRTIO_BLK_S_OK == 0 && VIRTIO_BLK_S_IOERR == 1 && VIRTIO_BLK_S_UNSUPP == 2);
+static_assert(VIRTIO_BLK_ID_BYTES == 20);

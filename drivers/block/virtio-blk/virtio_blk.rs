@@ -268,9 +268,14 @@ impl kernel::fmt::Display for HumanSize {
             frac -= 100;
         }
         if i >= 100 {
-            write!(f, "{} {}", i, units[unit])
+            write!(f, "{} {}", i + u64::from(frac >= 50), units[unit])
         } else if i >= 10 {
-            write!(f, "{}.{} {}", i, frac / 10, units[unit])
+            let mut tenths = (frac + 5) / 10;
+            if tenths == 10 {
+                i += 1;
+                tenths = 0;
+            }
+            write!(f, "{}.{} {}", i, tenths, units[unit])
         } else {
             write!(f, "{}.{:02} {}", i, frac, units[unit])
         }

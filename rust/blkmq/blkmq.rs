@@ -360,12 +360,18 @@ impl<T: Operations> Request<T> {
 ///
 /// `inner` was initialised by `blk_mq_alloc_tag_set`, its `driver_data` holds
 /// a `T::QueueData` converted with `into_foreign`, and its `ops` point to
-/// `OpsTable::<T>::OPS`. Freed in `drop`.
+/// `OpsTable::<T>::OPS`. Freed in `drop`. `irq_dev` is null or a device
+/// that outlives the tag set.
 #[pin_data(PinnedDrop)]
+#[repr(C)]
 pub struct TagSet<T: Operations> {
+    /// First field: `map_queues` finds the `TagSet` from the C pointer.
     #[pin]
     inner: Opaque<bindings::blk_mq_tag_set>,
     max_segments: u32,
+    /// Device whose interrupt affinity maps CPUs to queues, or null for
+    /// blk-mq's default spread. Outlives the tag set (see `with_irq_affinity`).
+    irq_dev: *mut bindings::device,
     _p: PhantomData<T>,
 }
 
@@ -384,6 +390,47 @@ impl<T: Operations> TagSet<T> {
         queue_depth: u32,
         max_segments: u32,
         data: T::QueueData,
+    ) -> impl PinInit<Self, Error> {
+        Self::build(
+            nr_hw_queues,
+            queue_depth,
+            max_segments,
+            data,
+            core::ptr::null_mut(),
+        )
+    }
+
+    /// Like [`TagSet::new`], but CPUs are mapped to hardware queues by the
+    /// interrupt affinity of `dev`'s queue interrupts
+    /// (`blk_mq_map_hw_queues`, e.g. one virtqueue per CPU group), falling
+    /// back to blk-mq's default spread when the bus has no affinity.
+    ///
+    /// # Safety
+    ///
+    /// `dev` must stay alive until the tag set is dropped (a device driver's
+    /// own device, with the tag set freed in its `remove`).
+    pub unsafe fn with_irq_affinity(
+        nr_hw_queues: u32,
+        queue_depth: u32,
+        max_segments: u32,
+        data: T::QueueData,
+        dev: &Device,
+    ) -> impl PinInit<Self, Error> {
+        Self::build(
+            nr_hw_queues,
+            queue_depth,
+            max_segments,
+            data,
+            core::ptr::from_ref(dev).cast_mut().cast(),
+        )
+    }
+
+    fn build(
+        nr_hw_queues: u32,
+        queue_depth: u32,
+        max_segments: u32,
+        data: T::QueueData,
+        irq_dev: *mut bindings::device,
     ) -> impl PinInit<Self, Error> {
         const { assert!(align_of::<T::RequestData>() <= 8) };
         let cmd_size = max_segments
@@ -418,6 +465,7 @@ impl<T: Operations> TagSet<T> {
                 ret
             }),
             max_segments,
+            irq_dev,
             _p: PhantomData,
         })
     }
@@ -461,6 +509,7 @@ impl<T: Operations> OpsTable<T> {
         commit_rqs: Some(Self::commit_rqs),
         complete: Some(Self::complete),
         init_request: Some(Self::init_request),
+        map_queues: Some(Self::map_queues),
         // SAFETY: all-zero is a valid `blk_mq_ops` (every other callback absent).
         ..unsafe { core::mem::MaybeUninit::zeroed().assume_init() }
     };
@@ -512,6 +561,22 @@ impl<T: Operations> OpsTable<T> {
             )
         };
         T::complete(qd, rq);
+    }
+
+    unsafe extern "C" fn map_queues(set: *mut bindings::blk_mq_tag_set) {
+        // SAFETY: `set` is the first field of a `#[repr(C)]` `TagSet<T>` (the
+        // only users of these ops), alive while blk-mq maps its queues;
+        // `irq_dev` is null or alive (type invariant); `map[0]` has
+        // `nr_queues` set by blk-mq before this call (nr_maps is 1).
+        unsafe {
+            let ts = set.cast::<TagSet<T>>();
+            let map = &raw mut (*set).map[0];
+            if (*ts).irq_dev.is_null() {
+                bindings::blk_mq_map_queues(map);
+            } else {
+                bindings::blk_mq_map_hw_queues(map, (*ts).irq_dev, 0);
+            }
+        }
     }
 
     unsafe extern "C" fn init_request(

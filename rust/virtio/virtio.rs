@@ -174,6 +174,31 @@ impl Device {
     }
 }
 
+/// A blk-mq tag set whose CPU-to-queue map follows this device's virtqueue
+/// interrupt affinity (like virtio_blk's `blk_mq_map_hw_queues`). Create it
+/// in [`Driver::probe`]; it must be dropped by [`Driver::remove`] (the
+/// device outlives the driver data, which is freed after remove).
+pub fn blk_tag_set<T: crate::blkmq::Operations>(
+    dev: &Device,
+    nr_hw_queues: u32,
+    queue_depth: u32,
+    max_segments: u32,
+    data: T::QueueData,
+) -> impl PinInit<crate::blkmq::TagSet<T>, Error> {
+    // SAFETY: the virtio device (and its `struct device`) outlives the
+    // driver data of a bound driver, which holds the tag set: the
+    // registration frees the data after `remove`, before the device goes.
+    unsafe {
+        crate::blkmq::TagSet::with_irq_affinity(
+            nr_hw_queues,
+            queue_depth,
+            max_segments,
+            data,
+            dev.as_dev(),
+        )
+    }
+}
+
 impl AsRef<device::Device> for Device {
     fn as_ref(&self) -> &device::Device {
         self.as_dev()

@@ -536,7 +536,7 @@ impl virtio::Driver for VirtioBlk {
         dev_info!(dev, "{} request queues, depth {}\n", nq, depth);
 
         let tagset = Arc::pin_init(
-            TagSet::new(nq, depth, limits.max_segments, queues.clone()),
+            virtio::blk_tag_set::<BlkOps>(dev, nq, depth, limits.max_segments, queues.clone()),
             GFP_KERNEL,
         )?;
         let index = DiskIndex::alloc()?;

@@ -100,6 +100,8 @@ check "vda discard supported" [ "$(q vda discard_max_hw_bytes)" != 0 ]
 check "vda write-zeroes supported" [ "$(q vda write_zeroes_max_bytes)" != 0 ]
 check "vda write cache (QEMU default writeback)" [ "$(q vda write_cache)" = "write back" ]
 echo "MQ vda: $(ls /sys/block/vda/mq | wc -l) hardware queues"
+for m in /sys/block/vda/mq/*; do echo "MQ vda hctx $(basename $m): cpus $(cat $m/cpu_list)"; done
+grep -E "req\.[0-9]" /proc/interrupts | head -4
 [ -r /sys/block/vda/serial ] && echo "SERIAL vda: $(cat /sys/block/vda/serial)"
 
 # Data: dd with O_DIRECT, 4 MiB at 1 MiB offset, both disks.

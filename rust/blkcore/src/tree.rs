@@ -8,7 +8,10 @@ pub mod blkif;
 /// Fuzz entry points (host only: tests and the `fuzzing` feature).
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzz;
+pub mod grants;
 pub mod limits;
+pub mod mapping;
 pub mod negotiate;
+pub mod ring;
 pub mod virtio;
 pub mod xenstore;

@@ -1,0 +1,387 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Request -> blkif segment mapping.
+//!
+//! A block request arrives as a list of [`Piece`]s (page, byte offset,
+//! length), one per bio_vec. Each piece is split at 4 KiB Xen-frame
+//! boundaries (a kernel page may be larger than a Xen frame); every part is
+//! one segment with `first_sect`/`last_sect` in 512-byte units inside its
+//! frame. Up to 11 segments go in a direct request, more in an indirect one
+//! whose descriptors fill granted indirect pages, 512 per page, up to the
+//! negotiated maximum.
+//!
+//! The flow for a read/write:
+//! 1. [`map_pieces`] into caller storage -> [`MappedSegment`]s;
+//! 2. grant each segment's frame (`GrantPool::get`) and turn it into a
+//!    [`BlkifRequestSegment`] with [`MappedSegment::to_blkif`];
+//! 3. [`layout`] says direct or indirect; direct: [`encode_direct`];
+//!    indirect: grant [`Layout::Indirect::pages`] pages, fill them with
+//!    [`write_indirect_page`], then [`encode_indirect`].
+
+use super::blkif::{
+    BlkifRequest, BlkifRequestDiscard, BlkifRequestIndirect, BlkifRequestSegment, RingEntryBytes,
+    BLKIF_DISCARD_SECURE, BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST, BLKIF_MAX_INDIRECT_SEGMENTS,
+    BLKIF_MAX_SEGMENTS_PER_REQUEST, BLKIF_OP_DISCARD, BLKIF_OP_FLUSH_DISKCACHE, BLKIF_OP_INDIRECT,
+    BLKIF_OP_READ, BLKIF_OP_WRITE, BLKIF_OP_WRITE_BARRIER, BLKIF_SEGMENT_SIZE, SECTOR_SIZE,
+    SEGS_PER_INDIRECT_FRAME, XEN_PAGE_SIZE,
+};
+use super::grants::GrantRef;
+
+/// Part of a request's data: `len` bytes at `offset` in `page`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Piece<P> {
+    /// The page (kernel: page or pfn; host: frame index). May be larger
+    /// than 4 KiB: `offset` then selects the Xen frames inside it.
+    pub page: P,
+    /// Byte offset in the page, a multiple of 512.
+    pub offset: u32,
+    /// Length in bytes, a non-zero multiple of 512.
+    pub len: u32,
+}
+
+/// One segment: a run of sectors inside one 4 KiB Xen frame of a page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MappedSegment<P> {
+    /// The page of the piece.
+    pub page: P,
+    /// Byte offset of the Xen frame inside the page (multiple of 4096).
+    pub frame_offset: u32,
+    /// First sector inside the frame, `0..8`.
+    pub first_sect: u8,
+    /// Last sector inside the frame (inclusive), `first_sect..8`.
+    pub last_sect: u8,
+}
+
+impl<P> MappedSegment<P> {
+    /// Byte offset of the data inside the Xen frame.
+    pub fn offset_in_frame(&self) -> u32 {
+        u32::from(self.first_sect) * SECTOR_SIZE
+    }
+
+    /// Byte length of the data.
+    pub fn len(&self) -> u32 {
+        (u32::from(self.last_sect) + 1).saturating_sub(u32::from(self.first_sect)) * SECTOR_SIZE
+    }
+
+    /// Always false: a segment holds at least one sector.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The wire segment for the frame granted as `gref`.
+    pub fn to_blkif(&self, gref: GrantRef) -> BlkifRequestSegment {
+        BlkifRequestSegment {
+            gref,
+            first_sect: self.first_sect,
+            last_sect: self.last_sect,
+            pad: 0,
+        }
+    }
+}
+
+/// Why a request can't be mapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapError {
+    /// A piece's offset or length is not a multiple of 512 (piece index).
+    Misaligned(usize),
+    /// A piece of length 0 (piece index).
+    EmptyPiece(usize),
+    /// A read/write without data.
+    NoData,
+    /// More segments than allowed.
+    TooManySegments {
+        /// The limit in force (negotiated maximum or output storage).
+        max: u32,
+    },
+    /// Byte/sector arithmetic overflowed.
+    Overflow,
+    /// Indirect requests carry only reads and writes.
+    IndirectOp(u8),
+    /// Wrong number of indirect grants for the segment count.
+    IndirectGrefs {
+        /// Needed.
+        needed: u32,
+        /// Given.
+        given: usize,
+    },
+    /// A segment's sector range is not within one frame.
+    BadSegment(usize),
+    /// A discard of 0 sectors.
+    EmptyDiscard,
+}
+
+/// What [`map_pieces`] produced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MapSummary {
+    /// Segments written to the output.
+    pub nr_segments: u32,
+    /// Total 512-byte sectors.
+    pub nr_sectors: u64,
+}
+
+/// Splits `pieces` into per-frame segments, written to `out`.
+///
+/// `max_segments` is the negotiated per-request limit
+/// (`min(feature-max-indirect-segments, max_indirect_segments)`, or 11
+/// without indirect); it is clamped to what the protocol can carry (4096).
+pub fn map_pieces<P: Copy>(
+    pieces: &[Piece<P>],
+    max_segments: u32,
+    out: &mut [MappedSegment<P>],
+) -> Result<MapSummary, MapError> {
+    let limit = max_segments.clamp(BLKIF_MAX_SEGMENTS_PER_REQUEST, BLKIF_MAX_INDIRECT_SEGMENTS);
+    let cap = out.len().min(limit as usize);
+    let mut n = 0usize;
+    let mut sectors = 0u64;
+    for (pi, p) in pieces.iter().enumerate() {
+        if p.len == 0 {
+            return Err(MapError::EmptyPiece(pi));
+        }
+        if p.offset % SECTOR_SIZE != 0 || p.len % SECTOR_SIZE != 0 {
+            return Err(MapError::Misaligned(pi));
+        }
+        let end = p.offset.checked_add(p.len).ok_or(MapError::Overflow)?;
+        let mut pos = p.offset;
+        while pos < end {
+            let frame_offset = pos - pos % XEN_PAGE_SIZE;
+            let frame_end = frame_offset.saturating_add(XEN_PAGE_SIZE);
+            let part_end = end.min(frame_end);
+            let first = (pos - frame_offset) / SECTOR_SIZE;
+            let nsect = (part_end - pos) / SECTOR_SIZE;
+            let slot = out
+                .get_mut(..cap)
+                .and_then(|o| o.get_mut(n))
+                .ok_or(MapError::TooManySegments { max: cap as u32 })?;
+            *slot = MappedSegment {
+                page: p.page,
+                frame_offset,
+                first_sect: first as u8,
+                last_sect: (first + nsect - 1) as u8,
+            };
+            n = n.checked_add(1).ok_or(MapError::Overflow)?;
+            sectors = sectors
+                .checked_add(u64::from(nsect))
+                .ok_or(MapError::Overflow)?;
+            pos = part_end;
+        }
+    }
+    if n == 0 {
+        return Err(MapError::NoData);
+    }
+    Ok(MapSummary {
+        nr_segments: n as u32,
+        nr_sectors: sectors,
+    })
+}
+
+/// Data operations of a read/write-layout request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RwOp {
+    /// [`BLKIF_OP_READ`].
+    Read,
+    /// [`BLKIF_OP_WRITE`].
+    Write,
+    /// [`BLKIF_OP_WRITE_BARRIER`] (data optional).
+    WriteBarrier,
+    /// [`BLKIF_OP_FLUSH_DISKCACHE`] (data optional: FUA/preflush writes).
+    Flush,
+}
+
+impl RwOp {
+    /// The wire operation.
+    pub fn wire(self) -> u8 {
+        match self {
+            Self::Read => BLKIF_OP_READ,
+            Self::Write => BLKIF_OP_WRITE,
+            Self::WriteBarrier => BLKIF_OP_WRITE_BARRIER,
+            Self::Flush => BLKIF_OP_FLUSH_DISKCACHE,
+        }
+    }
+
+    /// Whether the backend only reads the frames (grant read-only).
+    pub fn backend_reads_only(self) -> bool {
+        !matches!(self, Self::Read)
+    }
+}
+
+/// Header fields of a read/write request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RwHeader {
+    /// The operation.
+    pub op: RwOp,
+    /// Id from [`super::ring::InFlight::alloc`].
+    pub id: u64,
+    /// Virtual device handle.
+    pub handle: u16,
+    /// Start sector (512-byte units).
+    pub sector: u64,
+}
+
+/// Direct or indirect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// Segments in the ring slot.
+    Direct,
+    /// Segments in `pages` granted indirect pages.
+    Indirect {
+        /// Indirect pages needed.
+        pages: u32,
+    },
+}
+
+/// Chooses the layout for `nr_segments` segments under the negotiated
+/// `max_segments`: direct up to 11, indirect above.
+pub fn layout(nr_segments: u32, max_segments: u32) -> Result<Layout, MapError> {
+    if nr_segments <= BLKIF_MAX_SEGMENTS_PER_REQUEST {
+        return Ok(Layout::Direct);
+    }
+    let max = max_segments.min(BLKIF_MAX_INDIRECT_SEGMENTS);
+    if nr_segments > max {
+        return Err(MapError::TooManySegments {
+            max: max.max(BLKIF_MAX_SEGMENTS_PER_REQUEST),
+        });
+    }
+    Ok(Layout::Indirect {
+        pages: nr_segments.div_ceil(SEGS_PER_INDIRECT_FRAME),
+    })
+}
+
+fn check_segments(segs: &[BlkifRequestSegment]) -> Result<(), MapError> {
+    for (i, s) in segs.iter().enumerate() {
+        if s.byte_len().is_none() {
+            return Err(MapError::BadSegment(i));
+        }
+    }
+    Ok(())
+}
+
+/// Encodes a direct request (at most 11 segments; 0 only for flush and
+/// barrier).
+pub fn encode_direct(
+    hdr: &RwHeader,
+    segs: &[BlkifRequestSegment],
+) -> Result<RingEntryBytes, MapError> {
+    if segs.len() > BLKIF_MAX_SEGMENTS_PER_REQUEST as usize {
+        return Err(MapError::TooManySegments {
+            max: BLKIF_MAX_SEGMENTS_PER_REQUEST,
+        });
+    }
+    if segs.is_empty() && matches!(hdr.op, RwOp::Read | RwOp::Write) {
+        return Err(MapError::NoData);
+    }
+    check_segments(segs)?;
+    let mut req = BlkifRequest {
+        operation: hdr.op.wire(),
+        nr_segments: segs.len() as u8,
+        handle: hdr.handle,
+        id: hdr.id,
+        sector_number: hdr.sector,
+        ..BlkifRequest::default()
+    };
+    for (d, s) in req.seg.iter_mut().zip(segs) {
+        *d = *s;
+    }
+    Ok(req.encode())
+}
+
+/// Encodes an empty flush (or barrier) request.
+pub fn encode_flush(id: u64, handle: u16, barrier: bool) -> RingEntryBytes {
+    BlkifRequest {
+        operation: if barrier {
+            BLKIF_OP_WRITE_BARRIER
+        } else {
+            BLKIF_OP_FLUSH_DISKCACHE
+        },
+        handle,
+        id,
+        ..BlkifRequest::default()
+    }
+    .encode()
+}
+
+/// Writes the descriptors that belong in indirect page `page_index`
+/// (segments `page_index*512 ..`) to the start of `page`. Returns how many
+/// were written.
+pub fn write_indirect_page(
+    segs: &[BlkifRequestSegment],
+    page_index: u32,
+    page: &mut [u8],
+) -> Result<u32, MapError> {
+    check_segments(segs)?;
+    let start = (page_index as usize)
+        .checked_mul(SEGS_PER_INDIRECT_FRAME as usize)
+        .ok_or(MapError::Overflow)?;
+    let chunk = segs
+        .get(start..)
+        .unwrap_or(&[])
+        .iter()
+        .take(SEGS_PER_INDIRECT_FRAME as usize);
+    let mut written = 0u32;
+    for (s, d) in chunk.zip(page.chunks_exact_mut(BLKIF_SEGMENT_SIZE)) {
+        s.encode_into(d);
+        written = written.saturating_add(1);
+    }
+    Ok(written)
+}
+
+/// Encodes an indirect read/write request of `nr_segments` segments whose
+/// descriptors are in the pages granted as `indirect_grefs` (exactly
+/// `ceil(nr_segments / 512)` of them).
+pub fn encode_indirect(
+    hdr: &RwHeader,
+    nr_segments: u32,
+    indirect_grefs: &[GrantRef],
+    max_segments: u32,
+) -> Result<RingEntryBytes, MapError> {
+    let indirect_op = match hdr.op {
+        RwOp::Read => BLKIF_OP_READ,
+        RwOp::Write => BLKIF_OP_WRITE,
+        other => return Err(MapError::IndirectOp(other.wire())),
+    };
+    let Layout::Indirect { pages } = layout(nr_segments, max_segments)? else {
+        return Err(MapError::TooManySegments {
+            max: BLKIF_MAX_SEGMENTS_PER_REQUEST,
+        });
+    };
+    if indirect_grefs.len() != pages as usize || pages > BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST {
+        return Err(MapError::IndirectGrefs {
+            needed: pages,
+            given: indirect_grefs.len(),
+        });
+    }
+    let mut req = BlkifRequestIndirect {
+        operation: BLKIF_OP_INDIRECT,
+        indirect_op,
+        nr_segments: u16::try_from(nr_segments).map_err(|_| MapError::Overflow)?,
+        id: hdr.id,
+        sector_number: hdr.sector,
+        handle: hdr.handle,
+        ..BlkifRequestIndirect::default()
+    };
+    for (d, g) in req.indirect_grefs.iter_mut().zip(indirect_grefs) {
+        *d = *g;
+    }
+    Ok(req.encode())
+}
+
+/// Encodes a discard of `nr_sectors` sectors from `sector`.
+pub fn encode_discard(
+    id: u64,
+    sector: u64,
+    nr_sectors: u64,
+    secure: bool,
+) -> Result<RingEntryBytes, MapError> {
+    if nr_sectors == 0 {
+        return Err(MapError::EmptyDiscard);
+    }
+    sector.checked_add(nr_sectors).ok_or(MapError::Overflow)?;
+    Ok(BlkifRequestDiscard {
+        operation: BLKIF_OP_DISCARD,
+        flag: if secure { BLKIF_DISCARD_SECURE } else { 0 },
+        id,
+        sector_number: sector,
+        nr_sectors,
+        ..BlkifRequestDiscard::default()
+    }
+    .encode())
+}

@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Request -> segment mapping.
+
+use blkcore::blkif::*;
+use blkcore::mapping::*;
+use proptest::prelude::*;
+
+fn seg0() -> MappedSegment<u32> {
+    MappedSegment {
+        page: 0,
+        frame_offset: 0,
+        first_sect: 0,
+        last_sect: 0,
+    }
+}
+
+#[test]
+fn splits_at_frame_boundaries() {
+    // A 16 KiB page, 3 KiB at offset 3 KiB, then 6 KiB at 2 KiB (crosses one boundary).
+    let pieces = [
+        Piece {
+            page: 1u32,
+            offset: 3072,
+            len: 3072,
+        },
+        Piece {
+            page: 2u32,
+            offset: 2048,
+            len: 6144,
+        },
+    ];
+    let mut out = [seg0(); 16];
+    let s = map_pieces(&pieces, 32, &mut out).unwrap();
+    assert_eq!(
+        s,
+        MapSummary {
+            nr_segments: 4,
+            nr_sectors: 18
+        }
+    );
+    let got: Vec<_> = out[..4]
+        .iter()
+        .map(|m| (m.page, m.frame_offset, m.first_sect, m.last_sect))
+        .collect();
+    assert_eq!(
+        got,
+        vec![(1, 0, 6, 7), (1, 4096, 0, 3), (2, 0, 4, 7), (2, 4096, 0, 7)]
+    );
+    assert_eq!(out[0].offset_in_frame(), 3072);
+    assert_eq!(out[0].len(), 1024);
+    assert!(!out[0].is_empty());
+    let b = out[1].to_blkif(99);
+    assert_eq!((b.gref, b.first_sect, b.last_sect), (99, 0, 3));
+}
+
+#[test]
+fn rejects_bad_pieces() {
+    let mut out = [seg0(); 16];
+    let p = |offset, len| {
+        [Piece {
+            page: 0u32,
+            offset,
+            len,
+        }]
+    };
+    assert_eq!(
+        map_pieces(&p(100, 512), 32, &mut out),
+        Err(MapError::Misaligned(0))
+    );
+    assert_eq!(
+        map_pieces(&p(0, 513), 32, &mut out),
+        Err(MapError::Misaligned(0))
+    );
+    assert_eq!(
+        map_pieces(&p(0, 0), 32, &mut out),
+        Err(MapError::EmptyPiece(0))
+    );
+    assert_eq!(
+        map_pieces(&p(0xffff_fe01, 1024), 32, &mut out),
+        Err(MapError::Misaligned(0))
+    );
+    assert_eq!(
+        map_pieces(&p(0xffff_fe00, 1024), 32, &mut out),
+        Err(MapError::Overflow)
+    );
+    assert_eq!(map_pieces::<u32>(&[], 32, &mut out), Err(MapError::NoData));
+    // 12 frames: too many for a non-indirect backend and for 11 slots of output.
+    let big = [Piece {
+        page: 0u32,
+        offset: 0,
+        len: 12 * 4096,
+    }];
+    assert_eq!(
+        map_pieces(&big, 11, &mut out),
+        Err(MapError::TooManySegments { max: 11 })
+    );
+    assert_eq!(
+        map_pieces(&big, 32, &mut out[..11]),
+        Err(MapError::TooManySegments { max: 11 })
+    );
+    assert!(map_pieces(&big, 32, &mut out).is_ok());
+}
+
+#[test]
+fn layouts() {
+    assert_eq!(layout(1, 0), Ok(Layout::Direct));
+    assert_eq!(layout(11, 0), Ok(Layout::Direct));
+    assert_eq!(layout(12, 0), Err(MapError::TooManySegments { max: 11 }));
+    assert_eq!(layout(12, 32), Ok(Layout::Indirect { pages: 1 }));
+    assert_eq!(layout(256, 256), Ok(Layout::Indirect { pages: 1 }));
+    assert_eq!(layout(513, 1024), Ok(Layout::Indirect { pages: 2 }));
+    assert_eq!(
+        layout(4097, 8192),
+        Err(MapError::TooManySegments { max: 4096 })
+    );
+}
+
+#[test]
+fn encodes_direct_flush_discard() {
+    let segs = [BlkifRequestSegment {
+        gref: 5,
+        first_sect: 0,
+        last_sect: 7,
+        pad: 0,
+    }];
+    let hdr = RwHeader {
+        op: RwOp::Write,
+        id: 3,
+        handle: 0x300,
+        sector: 64,
+    };
+    let b = encode_direct(&hdr, &segs).unwrap();
+    let r = BlkifRequest::decode(&b);
+    assert_eq!(
+        (r.operation, r.nr_segments, r.handle, r.id, r.sector_number),
+        (1, 1, 0x300, 3, 64)
+    );
+    assert_eq!(r.seg[0], segs[0]);
+    assert_eq!(encode_direct(&hdr, &[]), Err(MapError::NoData));
+    let bad = [BlkifRequestSegment {
+        gref: 5,
+        first_sect: 3,
+        last_sect: 2,
+        pad: 0,
+    }];
+    assert_eq!(encode_direct(&hdr, &bad), Err(MapError::BadSegment(0)));
+    assert_eq!(
+        encode_direct(&hdr, &[segs[0]; 12]),
+        Err(MapError::TooManySegments { max: 11 })
+    );
+    // Flush with data (FUA write) and without.
+    assert!(encode_direct(
+        &RwHeader {
+            op: RwOp::Flush,
+            ..hdr
+        },
+        &segs
+    )
+    .is_ok());
+    let f = BlkifRequest::decode(&encode_flush(9, 1, false));
+    assert_eq!(
+        (f.operation, f.nr_segments, f.id),
+        (BLKIF_OP_FLUSH_DISKCACHE, 0, 9)
+    );
+    assert_eq!(
+        BlkifRequest::decode(&encode_flush(9, 1, true)).operation,
+        BLKIF_OP_WRITE_BARRIER
+    );
+    let d = BlkifRequestDiscard::decode(&encode_discard(4, 100, 8, true).unwrap());
+    assert_eq!(
+        (d.operation, d.flag, d.id, d.sector_number, d.nr_sectors),
+        (5, 1, 4, 100, 8)
+    );
+    assert_eq!(
+        encode_discard(4, 100, 0, false),
+        Err(MapError::EmptyDiscard)
+    );
+    assert_eq!(
+        encode_discard(4, u64::MAX, 1, false),
+        Err(MapError::Overflow)
+    );
+    assert!(RwOp::Write.backend_reads_only() && !RwOp::Read.backend_reads_only());
+}
+
+#[test]
+fn encodes_indirect_one_mib() {
+    // 1 MiB in 4 KiB pages: 256 segments, one indirect page.
+    let pieces: Vec<_> = (0..256u32)
+        .map(|i| Piece {
+            page: i,
+            offset: 0,
+            len: 4096,
+        })
+        .collect();
+    let mut out = vec![seg0(); 256];
+    let s = map_pieces(&pieces, 256, &mut out).unwrap();
+    assert_eq!(
+        s,
+        MapSummary {
+            nr_segments: 256,
+            nr_sectors: 2048
+        }
+    );
+    assert_eq!(layout(256, 256), Ok(Layout::Indirect { pages: 1 }));
+    let segs: Vec<_> = out
+        .iter()
+        .enumerate()
+        .map(|(i, m)| m.to_blkif(1000 + i as u32))
+        .collect();
+    let mut page = [0u8; 4096];
+    assert_eq!(write_indirect_page(&segs, 0, &mut page), Ok(256));
+    assert_eq!(write_indirect_page(&segs, 1, &mut page), Ok(0));
+    assert_eq!(indirect_segment(&page, 255).unwrap().gref, 1255);
+    let hdr = RwHeader {
+        op: RwOp::Read,
+        id: 1,
+        handle: 0,
+        sector: 0,
+    };
+    let r = BlkifRequestIndirect::decode(&encode_indirect(&hdr, 256, &[77], 256).unwrap());
+    assert_eq!(
+        (
+            r.operation,
+            r.indirect_op,
+            r.nr_segments,
+            r.indirect_grefs[0]
+        ),
+        (6, 0, 256, 77)
+    );
+    assert_eq!(
+        encode_indirect(&hdr, 256, &[], 256),
+        Err(MapError::IndirectGrefs {
+            needed: 1,
+            given: 0
+        })
+    );
+    assert_eq!(
+        encode_indirect(&hdr, 256, &[1], 32),
+        Err(MapError::TooManySegments { max: 32 })
+    );
+    assert!(encode_indirect(&hdr, 11, &[1], 32).is_err());
+    assert_eq!(
+        encode_indirect(
+            &RwHeader {
+                op: RwOp::Flush,
+                ..hdr
+            },
+            256,
+            &[1],
+            256
+        ),
+        Err(MapError::IndirectOp(BLKIF_OP_FLUSH_DISKCACHE))
+    );
+}
+
+proptest! {
+    /// Segments cover exactly the pieces' bytes, in order, never crossing a frame.
+    #[test]
+    fn mapping_covers_pieces(pieces in prop::collection::vec((0u32..4, 0u32..32, 1u32..32), 1..20)) {
+        let pieces: Vec<_> = pieces
+            .into_iter()
+            .map(|(page, off, len)| Piece { page, offset: off * 512, len: len.min(32 - off).max(1) * 512 })
+            .collect();
+        let mut out = vec![seg0(); 4096];
+        let s = map_pieces(&pieces, 4096, &mut out).unwrap();
+        let mut covered = Vec::new();
+        for m in &out[..s.nr_segments as usize] {
+            prop_assert!(m.first_sect <= m.last_sect && m.last_sect < 8);
+            prop_assert_eq!(m.frame_offset % 4096, 0);
+            covered.push((m.page, m.frame_offset + m.offset_in_frame(), m.len()));
+        }
+        // Merge back per piece and compare.
+        let mut i = 0;
+        for p in &pieces {
+            let (mut pos, end) = (p.offset, p.offset + p.len);
+            while pos < end {
+                let (pg, off, len) = covered[i];
+                prop_assert_eq!((pg, off), (p.page, pos));
+                pos += len;
+                i += 1;
+            }
+            prop_assert_eq!(pos, end);
+        }
+        prop_assert_eq!(i, covered.len());
+        let total: u64 = pieces.iter().map(|p| u64::from(p.len / 512)).sum();
+        prop_assert_eq!(s.nr_sectors, total);
+    }
+}

@@ -255,13 +255,29 @@ pub fn for_each_request_frame<T: crate::blkmq::Operations>(
         // SAFETY: `sg` is one of the `n` entries `map_sg` filled in the
         // request's scatterlist (rust/blkmq invariant).
         let page = unsafe { bindings::rxen_sg_info(sg, &mut off, &mut len) };
-        let frame = NonNull::new(page).map(Frame).ok_or(EIO)?;
-        // An entry never crosses a page: max_segment_size = PAGE_SIZE and
-        // seg_boundary_mask = PAGE_SIZE - 1 (blkcore::limits::xen_limits).
-        if off as usize + len as usize > XEN_PAGE_SIZE {
-            return Err(EIO);
+        let mut page = NonNull::new(page).ok_or(EIO)?;
+        // An entry is physically contiguous but may cross page boundaries
+        // (the block layer merges adjacent pages up to max_segment_size
+        // unless seg_boundary_mask forbids it): hand it out page by page.
+        let mut off = off as usize;
+        let mut left = len as usize;
+        while off >= XEN_PAGE_SIZE {
+            // SAFETY: the entry's range starts `off` bytes into a
+            // contiguous run beginning at `page`.
+            page = NonNull::new(unsafe { bindings::rxen_page_add(page.as_ptr(), 1) }).ok_or(EIO)?;
+            off -= XEN_PAGE_SIZE;
         }
-        f(frame, off, len)?;
+        while left > 0 {
+            let chunk = left.min(XEN_PAGE_SIZE - off);
+            f(Frame(page), off as u32, chunk as u32)?;
+            left -= chunk;
+            off = 0;
+            if left > 0 {
+                // SAFETY: as above, the run continues into the next page.
+                page = NonNull::new(unsafe { bindings::rxen_page_add(page.as_ptr(), 1) })
+                    .ok_or(EIO)?;
+            }
+        }
         if i + 1 < n {
             // SAFETY: as above; `sg_next` follows the table.
             sg = unsafe { bindings::rxen_sg_next(sg) };

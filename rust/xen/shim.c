@@ -301,3 +301,8 @@ struct page *rxen_sg_info(struct scatterlist *sg, unsigned int *offset,
 	*len = sg->length;
 	return sg_page(sg);
 }
+
+struct page *rxen_page_add(struct page *page, unsigned long n)
+{
+	return pfn_to_page(page_to_pfn(page) + n);
+}

@@ -107,6 +107,8 @@ struct page *rxen_sg_info(struct scatterlist *sg, unsigned int *offset,
 			  unsigned int *len);
 
 /* ---- pages ---- */
+/* The page n pages after page (physically contiguous range). */
+struct page *rxen_page_add(struct page *page, unsigned long n);
 void *rxen_kmap_local_page(struct page *page);
 void rxen_kunmap_local(void *addr);
 struct page *rxen_alloc_page(void);

@@ -1,0 +1,382 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The block side: blk-mq operations over the rings (through
+//! `rust/blkmq`), the gendisk, and the disk name from `virtual-device`.
+
+use kernel::{
+    prelude::*,
+    str::CString,
+    sync::Arc, //
+};
+
+use crate::blkcore::{
+    limits::QueueLimits,
+    mapping::Piece,
+    negotiate::Negotiated, //
+};
+use crate::blkmq::{
+    self,
+    GenDisk,
+    HwQueue,
+    QueueDataRef,
+    ReqOp,
+    TagSet, //
+};
+use crate::ring::{
+    IoKind,
+    QueueError,
+    Ring,
+    RingHandle, //
+};
+use crate::xen::{
+    grant::for_each_request_frame,
+    xenbus::Device, //
+};
+
+/// Completion status of a request, as the rings report it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// Done.
+    Ok,
+    /// The backend refused the operation (flush, barrier, discard).
+    NotSupp,
+    /// Failed.
+    IoErr,
+}
+
+impl Status {
+    fn code(self) -> u8 {
+        match self {
+            Status::Ok => 0,
+            Status::NotSupp => 1,
+            Status::IoErr => 2,
+        }
+    }
+
+    fn from_code(c: u8) -> Self {
+        match c {
+            0 => Status::Ok,
+            1 => Status::NotSupp,
+            _ => Status::IoErr,
+        }
+    }
+}
+
+impl From<Status> for blkmq::Status {
+    fn from(s: Status) -> Self {
+        match s {
+            Status::Ok => blkmq::Status::OK,
+            Status::NotSupp => blkmq::Status::NOTSUPP,
+            Status::IoErr => blkmq::Status::IOERR,
+        }
+    }
+}
+
+/// A request owned by the driver.
+pub(crate) type Rq = blkmq::Request<BlkOps>;
+
+/// Hands a finished request back to blk-mq (`blk_mq_complete_request`);
+/// it is ended with `status` in [`BlkOps::complete`].
+pub(crate) fn complete(mut rq: Rq, status: Status) {
+    *rq.data_mut() = status.code();
+    rq.complete();
+}
+
+/// Completes a batch of failed/finished requests.
+pub(crate) fn finish(done: KVec<crate::ring::Done>) {
+    for d in done {
+        complete(d.rq, d.status);
+    }
+}
+
+/// Queue data shared by all hardware queues of a disk.
+pub(crate) struct Queues {
+    rings: KVec<Arc<Ring>>,
+}
+
+/// blk-mq operations of the frontend.
+pub(crate) struct BlkOps;
+
+impl blkmq::Operations for BlkOps {
+    type QueueData = Arc<Queues>;
+    type RequestData = u8;
+
+    fn queue_rq(
+        qd: QueueDataRef<'_, Self>,
+        hctx: HwQueue,
+        mut rq: Rq,
+        last: bool,
+    ) -> core::result::Result<(), blkmq::Status> {
+        let Some(ring) = qd.rings.get(hctx.index() as usize) else {
+            return Err(blkmq::Status::IOERR);
+        };
+        let kind = match rq.op() {
+            ReqOp::Read => IoKind::Read,
+            ReqOp::Write => IoKind::Write { fua: false },
+            ReqOp::Flush => IoKind::Flush,
+            ReqOp::Discard => IoKind::Discard { secure: false },
+            ReqOp::SecureErase => IoKind::Discard { secure: true },
+            _ => return Err(blkmq::Status::IOERR),
+        };
+        let sector = rq.sector();
+        let nr_sectors = u64::from(rq.sectors());
+        *rq.data_mut() = Status::Ok.code();
+        rq.start();
+        let r = ring.with_state(|st| {
+            if !st.usable() {
+                return Err(if st.broken() {
+                    QueueError::Io
+                } else {
+                    QueueError::Busy
+                });
+            }
+            if matches!(kind, IoKind::Read | IoKind::Write { .. }) {
+                let Some(pieces) = st.pieces() else {
+                    return Err(QueueError::Busy);
+                };
+                let mapped = for_each_request_frame(&mut rq, |page, offset, len| {
+                    pieces
+                        .push_within_capacity(Piece { page, offset, len })
+                        .map_err(|_| EIO)
+                });
+                if mapped.is_err() {
+                    return Err(QueueError::Io);
+                }
+            }
+            let r = st.queue(rq, kind, sector, nr_sectors).map_err(|(rq, e)| {
+                // Give the handle back to blk-mq: it keeps the request on
+                // error (retry for Busy, end with the status otherwise).
+                match e {
+                    QueueError::Nothing => complete(rq, Status::Ok),
+                    _ => drop(rq),
+                }
+                e
+            });
+            if last {
+                st.push();
+            }
+            r
+        });
+        match r {
+            Ok(()) | Err(QueueError::Nothing) => Ok(()),
+            Err(QueueError::Busy) => Err(blkmq::Status::RESOURCE),
+            Err(QueueError::Io) => Err(blkmq::Status::IOERR),
+        }
+    }
+
+    fn commit_rqs(qd: QueueDataRef<'_, Self>, hctx: HwQueue) {
+        if let Some(ring) = qd.rings.get(hctx.index() as usize) {
+            ring.with_state(|st| st.push());
+        }
+    }
+
+    fn complete(_qd: QueueDataRef<'_, Self>, rq: Rq) {
+        let status = Status::from_code(*rq.data());
+        rq.end(status.into());
+    }
+}
+
+/// Per-disk statistics, summed over the rings (debugfs
+/// `xen_blkfront_rs-<disk>/stats`).
+pub(crate) struct StatsView {
+    rings: KVec<Arc<Ring>>,
+}
+
+impl core::fmt::Debug for StatsView {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mut t = crate::ring::RingStats::default();
+        let mut g = crate::blkcore::grants::GrantStats::default();
+        let mut bounce = false;
+        for r in self.rings.iter() {
+            if let Some((rs, gs, copy)) = r.with_state(|st| st.stats()) {
+                t.requests += rs.requests;
+                t.indirect_requests += rs.indirect_requests;
+                t.notifications += rs.notifications;
+                t.busy += rs.busy;
+                t.errors += rs.errors;
+                g.granted += gs.granted;
+                g.revoked += gs.revoked;
+                g.reused += gs.reused;
+                g.held += gs.held;
+                g.in_use += gs.in_use;
+                g.bytes_copied += gs.bytes_copied;
+                g.deferred_at_teardown += gs.deferred_at_teardown;
+                bounce |= copy;
+            }
+        }
+        writeln!(f, "rings: {}", self.rings.len())?;
+        writeln!(f, "bounce_buffer: {}", u8::from(bounce))?;
+        writeln!(f, "requests: {}", t.requests)?;
+        writeln!(f, "indirect_requests: {}", t.indirect_requests)?;
+        writeln!(f, "bytes_copied: {}", g.bytes_copied)?;
+        writeln!(f, "grants_granted: {}", g.granted)?;
+        writeln!(f, "grants_revoked: {}", g.revoked)?;
+        writeln!(f, "grants_reused: {}", g.reused)?;
+        writeln!(f, "persistent_grants_held: {}", g.held)?;
+        writeln!(f, "grants_in_use: {}", g.in_use)?;
+        writeln!(f, "notifications: {}", t.notifications)?;
+        writeln!(f, "busy: {}", t.busy)?;
+        writeln!(f, "backend_errors: {}", t.errors)
+    }
+}
+
+/// A live disk.
+pub(crate) struct Disk {
+    gd: GenDisk<BlkOps>,
+    _stats: Option<Pin<KBox<kernel::debugfs::File<StatsView>>>>,
+    _dir: kernel::debugfs::Dir,
+}
+
+impl Disk {
+    /// Allocates the tag set and disk over `rings` with `limits`.
+    pub(crate) fn new(
+        _dev: &Device,
+        name: &DiskName,
+        n: &Negotiated,
+        limits: &QueueLimits,
+        rings: &KVec<RingHandle>,
+    ) -> Result<Self> {
+        let mut rs = KVec::with_capacity(rings.len(), GFP_KERNEL)?;
+        let mut depth = u32::MAX;
+        for h in rings.iter() {
+            depth = depth.min(h.ring().with_state(|st| st.size()));
+            rs.push(h.ring().clone(), GFP_KERNEL)?;
+        }
+        let nr = u32::try_from(rs.len()).map_err(|_| EINVAL)?;
+        let queues = Arc::new(Queues { rings: rs }, GFP_KERNEL)?;
+        let tagset = Arc::pin_init(
+            TagSet::new(nr, depth, limits.max_segments, queues),
+            GFP_KERNEL,
+        )?;
+        let gd = GenDisk::new(tagset, limits, fmt!("{}", name.as_str()), n.sectors)?;
+        let dname = CString::try_from_fmt(fmt!("xen_blkfront_rs-{}", name.as_str()))?;
+        let dir = kernel::debugfs::Dir::new(&dname);
+        let mut srings = KVec::with_capacity(rings.len(), GFP_KERNEL)?;
+        for h in rings.iter() {
+            srings.push(h.ring().clone(), GFP_KERNEL)?;
+        }
+        // Statistics are best effort: no debugfs is not an error.
+        let stats = KBox::pin_init(
+            dir.read_only_file(c"stats", StatsView { rings: srings }),
+            GFP_KERNEL,
+        )
+        .ok();
+        Ok(Self {
+            gd,
+            _stats: stats,
+            _dir: dir,
+        })
+    }
+
+    /// Makes the disk visible under the xenbus device.
+    pub(crate) fn add(&mut self, dev: &Device) -> Result {
+        self.gd.add(dev.as_device())
+    }
+
+    /// Current capacity in sectors.
+    pub(crate) fn set_capacity(&self, sectors: u64) {
+        self.gd.set_capacity_and_notify(sectors);
+    }
+
+    /// Deletes the disk (waits for the queue to drain).
+    pub(crate) fn remove(self) {
+        drop(self);
+    }
+}
+
+/// A disk name (`xvda`, `xvdb3`, ...).
+pub(crate) struct DiskName {
+    buf: [u8; 32],
+    len: usize,
+}
+
+impl DiskName {
+    /// The name.
+    pub(crate) fn as_str(&self) -> &str {
+        core::str::from_utf8(self.buf.get(..self.len).unwrap_or(&[])).unwrap_or("xvd?")
+    }
+
+    fn push(&mut self, b: u8) -> Result {
+        let slot = self.buf.get_mut(self.len).ok_or(EINVAL)?;
+        *slot = b;
+        self.len += 1;
+        Ok(())
+    }
+}
+
+const PARTS_PER_DISK: u32 = 16;
+const PARTS_PER_EXT_DISK: u32 = 256;
+const EXT_SHIFT: u32 = 28;
+
+/// `xen_translate_vdev`: (minor, disk index) for a non-extended vdevice.
+fn translate_vdev(vdevice: u32) -> Option<(u32, u32)> {
+    let major = vdevice >> 8;
+    let minor = vdevice & 0xff;
+    Some(match major {
+        3 => (minor / 64 * PARTS_PER_DISK, minor / 64),
+        22 => ((minor / 64 + 2) * PARTS_PER_DISK, minor / 64 + 2),
+        8 => (minor, minor / PARTS_PER_DISK),
+        65..=71 => {
+            let k = major - 65 + 1;
+            (minor + k * 16 * PARTS_PER_DISK, minor / PARTS_PER_DISK + k * 16)
+        }
+        128..=135 => {
+            let k = major - 128 + 8;
+            (minor + k * 16 * PARTS_PER_DISK, minor / PARTS_PER_DISK + k * 16)
+        }
+        202 => (minor, minor / PARTS_PER_DISK),
+        _ => return None,
+    })
+}
+
+/// The name upstream xen-blkfront gives the disk of `vdevice`
+/// (`xlvbd_alloc_gendisk` + `encode_disk_name`).
+pub(crate) fn disk_name(vdevice: u32) -> Result<DiskName> {
+    if vdevice >> EXT_SHIFT > 1 {
+        return Err(ENODEV);
+    }
+    let (minor, offset, nr_parts) = if vdevice & (1 << EXT_SHIFT) == 0 {
+        let (m, o) = translate_vdev(vdevice).ok_or(ENODEV)?;
+        (m, o, PARTS_PER_DISK)
+    } else {
+        let m = vdevice & !(1 << EXT_SHIFT);
+        (m, m / PARTS_PER_EXT_DISK, PARTS_PER_EXT_DISK)
+    };
+    let mut name = DiskName {
+        buf: [0; 32],
+        len: 0,
+    };
+    for &b in b"xvd" {
+        name.push(b)?;
+    }
+    // Bijective base 26: a..z, aa..zz, ...
+    let mut letters = [0u8; 8];
+    let mut nl = 0;
+    let mut n = offset;
+    loop {
+        *letters.get_mut(nl).ok_or(EINVAL)? = b'a' + (n % 26) as u8;
+        nl += 1;
+        if n < 26 {
+            break;
+        }
+        n = n / 26 - 1;
+    }
+    for i in (0..nl).rev() {
+        name.push(*letters.get(i).ok_or(EINVAL)?)?;
+    }
+    let part = minor % nr_parts;
+    if part != 0 {
+        let mut digits = [0u8; 4];
+        let mut nd = 0;
+        let mut p = part;
+        while p > 0 && nd < digits.len() {
+            digits[nd] = b'0' + (p % 10) as u8;
+            nd += 1;
+            p /= 10;
+        }
+        for i in (0..nd).rev() {
+            name.push(digits[i])?;
+        }
+    }
+    Ok(name)
+}

@@ -1,0 +1,343 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The xenbus side of the frontend: probe, the connect handshake with the
+//! backend (Initialising -> Initialised -> Connected), negotiation through
+//! `blkcore::negotiate`, closing and removal.
+
+use kernel::{
+    new_mutex,
+    prelude::*,
+    sync::{
+        Arc,
+        ArcBorrow,
+        Mutex, //
+    }, //
+};
+
+use crate::blkcore::{
+    limits::{
+        xen_limits,
+        QueueLimits, //
+    },
+    negotiate::{
+        self as neg,
+        FlushKind,
+        Negotiated, //
+    },
+    xenstore::KeyError,
+};
+use crate::ring::RingHandle;
+use crate::store::{
+    handle_from_nodename,
+    Snapshot,
+    BACKEND_KEYS,
+    FRONTEND_KEYS, //
+};
+use crate::xen::xenbus::{
+    self,
+    Device,
+    State,
+    Xbt, //
+};
+
+/// `protocol` we write: the native x86_64 blkif ABI.
+const PROTOCOL: &CStr = c"x86_64-abi";
+
+/// The xenbus driver.
+pub(crate) struct Blkfront;
+
+/// Where the device is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Nothing set up (probe done, or torn down after an error).
+    Disconnected,
+    /// Rings allocated and published; waiting for the backend to connect.
+    Initialised,
+    /// Disk live.
+    Connected,
+}
+
+/// Mutable per-device state, under `Info::conn`.
+pub(crate) struct Conn {
+    pub(crate) phase: Phase,
+    pub(crate) rings: KVec<RingHandle>,
+    pub(crate) ring_pages: u32,
+    pub(crate) negotiated: Option<Negotiated>,
+    pub(crate) limits: Option<QueueLimits>,
+    pub(crate) disk: Option<crate::disk::Disk>,
+}
+
+/// Per-device data (the xenbus driver data).
+#[pin_data]
+pub(crate) struct Info {
+    /// `virtual-device` (or `virtual-device-ext`).
+    pub(crate) vdevice: u32,
+    /// blkif handle: last component of our nodename.
+    pub(crate) handle: u16,
+    /// Backend domain.
+    pub(crate) domid: u16,
+    #[pin]
+    pub(crate) conn: Mutex<Conn>,
+}
+
+fn key_error(dev: &Device, e: &KeyError) -> Error {
+    dev.fatal(EINVAL, fmt!("{}", crate::store::Show(e)));
+    EINVAL
+}
+
+fn read_vdevice(dev: &Device) -> Result<u32> {
+    for key in [c"virtual-device", c"virtual-device-ext"] {
+        if let Some(v) = xenbus::read(Xbt::NIL, dev.nodename(), key)? {
+            let s = core::str::from_utf8(&v).map_err(|_| EINVAL)?;
+            // `%i` upstream: decimal in practice; accept 0x-prefixed hex too.
+            let parsed = match s.strip_prefix("0x") {
+                Some(hex) => u32::from_str_radix(hex, 16).ok(),
+                None => crate::blkcore::xenstore::parse_u32(s).ok(),
+            };
+            return parsed.ok_or(EINVAL);
+        }
+    }
+    Err(ENOENT)
+}
+
+impl xenbus::Driver for Blkfront {
+    type Data = Arc<Info>;
+    const NAME: &'static CStr = c"xen_blkfront_rs";
+    const DEVICE_TYPE: &'static CStr = c"vbd";
+
+    fn probe(dev: &Device) -> Result<Arc<Info>> {
+        let vdevice = match read_vdevice(dev) {
+            Ok(v) => v,
+            Err(e) => {
+                dev.fatal(e, fmt!("reading virtual-device"));
+                return Err(e);
+            }
+        };
+        let handle = handle_from_nodename(dev.nodename().to_bytes()).ok_or(EINVAL)?;
+        Arc::pin_init(
+            pin_init!(Info {
+                vdevice,
+                handle,
+                domid: dev.otherend_id(),
+                conn <- new_mutex!(Conn {
+                    phase: Phase::Disconnected,
+                    rings: KVec::new(),
+                    ring_pages: 0,
+                    negotiated: None,
+                    limits: None,
+                    disk: None,
+                }),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    fn otherend_changed(dev: &Device, info: ArcBorrow<'_, Info>, state: State) {
+        match state {
+            State::InitWait => {
+                if dev.state() != State::Initialising {
+                    return;
+                }
+                let _ = info.talk_to_blkback(dev);
+            }
+            State::Connected => {
+                let s = dev.state();
+                if s != State::Initialised && s != State::Connected && info.talk_to_blkback(dev).is_err() {
+                    return;
+                }
+                info.connect(dev);
+            }
+            State::Closed if dev.state() == State::Closed => {}
+            State::Closing | State::Closed => info.closing(dev),
+            _ => {}
+        }
+    }
+
+    fn remove(_dev: &Device, info: Arc<Info>) {
+        let mut conn = info.conn.lock();
+        if let Some(disk) = conn.disk.take() {
+            disk.remove();
+        }
+        free_rings(&mut conn);
+        conn.phase = Phase::Disconnected;
+    }
+}
+
+/// Tears the rings down: interrupts first, then grants, then the shared
+/// pages (dropped with the last reference to each ring).
+fn free_rings(conn: &mut Conn) {
+    for h in conn.rings.drain_all() {
+        h.shutdown();
+    }
+}
+
+impl Info {
+    /// InitWait: allocate rings and event channels, publish them and our
+    /// features, switch to Initialised (`talk_to_blkback`).
+    fn talk_to_blkback(&self, dev: &Device) -> Result {
+        let mut conn = self.conn.lock();
+        if let Some(disk) = conn.disk.take() {
+            disk.remove();
+        }
+        free_rings(&mut conn);
+        conn.phase = Phase::Disconnected;
+        let r = self.setup_rings(dev, &mut conn);
+        if r.is_err() {
+            free_rings(&mut conn);
+        }
+        r
+    }
+
+    fn setup_rings(&self, dev: &Device, conn: &mut Conn) -> Result {
+        let backend = Snapshot::read(dev.otherend(), BACKEND_KEYS)?;
+        let own = Snapshot::read(dev.nodename(), FRONTEND_KEYS)?;
+        let trusted =
+            neg::frontend_trusted(&own, crate::trusted_param()).map_err(|e| key_error(dev, &e))?;
+        let n = neg::negotiate_rings(&backend, &crate::frontend_params(trusted))
+            .map_err(|e| key_error(dev, &e))?;
+
+        for i in 0..n.queues {
+            let h = RingHandle::new(dev, i, n.ring_pages).inspect_err(|&e| {
+                dev.fatal(e, fmt!("setting up ring {i}"));
+            })?;
+            conn.rings.push(h, GFP_KERNEL)?;
+        }
+        conn.ring_pages = n.ring_pages;
+
+        let rings = &conn.rings;
+        let r = xenbus::transaction(|xbt| {
+            let node = dev.nodename();
+            if n.ring_pages > 1 {
+                xenbus::printf(xbt, node, c"ring-page-order", fmt!("{}", n.ring_page_order))?;
+            }
+            if rings.len() == 1 {
+                if let Some(h) = rings.first() {
+                    h.publish(xbt, node)?;
+                }
+            } else {
+                xenbus::printf(
+                    xbt,
+                    node,
+                    c"multi-queue-num-queues",
+                    fmt!("{}", rings.len()),
+                )?;
+                for (i, h) in rings.iter().enumerate() {
+                    let dir = kernel::str::CString::try_from_fmt(fmt!(
+                        "{}/queue-{i}",
+                        node.to_str().map_err(|_| EINVAL)?
+                    ))?;
+                    h.publish(xbt, &dir)?;
+                }
+            }
+            xenbus::write(xbt, node, c"protocol", PROTOCOL)?;
+            xenbus::printf(
+                xbt,
+                node,
+                c"feature-persistent",
+                fmt!("{}", u32::from(crate::persistent_param())),
+            )?;
+            Ok(())
+        });
+        if let Err(e) = r {
+            dev.fatal(e, fmt!("writing ring details"));
+            return Err(e);
+        }
+        conn.phase = Phase::Initialised;
+        dev.switch_state(State::Initialised)?;
+        Ok(())
+    }
+
+    /// Backend Connected: negotiate, set up the data path, create the disk
+    /// (`blkfront_connect`). A later Connected re-reads `sectors` (resize).
+    fn connect(&self, dev: &Device) {
+        let mut conn = self.conn.lock();
+        if conn.phase == Phase::Connected {
+            let backend = match Snapshot::read(dev.otherend(), &[neg::KEY_SECTORS]) {
+                Ok(b) => b,
+                Err(_) => return,
+            };
+            if let Ok(sectors) = neg::read_sectors(&backend) {
+                let changed = conn.negotiated.as_ref().is_some_and(|n| n.sectors != sectors);
+                if let (true, Some(disk)) = (changed, &conn.disk) {
+                    pr_info!("Setting capacity to {}\n", sectors);
+                    disk.set_capacity(sectors);
+                    if let Some(n) = conn.negotiated.as_mut() {
+                        n.sectors = sectors;
+                    }
+                }
+            }
+            return;
+        }
+        if conn.phase != Phase::Initialised {
+            return;
+        }
+        if let Err(e) = self.do_connect(dev, &mut conn) {
+            dev.fatal(e, fmt!("connecting to {}", dev.otherend().to_str().unwrap_or("?")));
+            if let Some(disk) = conn.disk.take() {
+                disk.remove();
+            }
+            free_rings(&mut conn);
+            conn.phase = Phase::Disconnected;
+        }
+    }
+
+    fn do_connect(&self, dev: &Device, conn: &mut Conn) -> Result {
+        let backend = Snapshot::read(dev.otherend(), BACKEND_KEYS)?;
+        let own = Snapshot::read(dev.nodename(), FRONTEND_KEYS)?;
+        let trusted =
+            neg::frontend_trusted(&own, crate::trusted_param()).map_err(|e| key_error(dev, &e))?;
+        let n = neg::negotiate(&backend, &crate::frontend_params(trusted))
+            .map_err(|e| key_error(dev, &e))?;
+        if n.queues as usize != conn.rings.len() || n.ring_pages != conn.ring_pages {
+            dev.err(fmt!(
+                "backend changed its ring limits after InitWait ({} rings of {} pages set up, now {} of {})",
+                conn.rings.len(),
+                conn.ring_pages,
+                n.queues,
+                n.ring_pages
+            ));
+            return Err(EPROTO);
+        }
+        let limits = xen_limits(&n);
+        if let Err(what) = limits.check_invariants() {
+            dev.err(fmt!("queue limits rejected: {what}"));
+            return Err(EINVAL);
+        }
+        for h in conn.rings.iter() {
+            h.ring().start(dev, &n, self.handle)?;
+        }
+        let name = crate::disk::disk_name(self.vdevice)?;
+        let mut disk = crate::disk::Disk::new(dev, &name, &n, &limits, &conn.rings)?;
+        let flush = match n.flush {
+            Some(FlushKind::Barrier) => "barrier: enabled;",
+            Some(FlushKind::Flush) => "flush diskcache: enabled;",
+            None => "barrier or flush: disabled;",
+        };
+        let onoff = |b: bool| if b { "enabled" } else { "disabled" };
+        pr_info!(
+            "blkfront: {}: {} persistent grants: {}; indirect descriptors: {}; bounce buffer: {}; io_min: {}; io_opt: {}\n",
+            name.as_str(),
+            flush,
+            onoff(n.persistent),
+            onoff(n.indirect_segments != 0),
+            onoff(n.copy_data),
+            limits.io_min,
+            limits.io_opt,
+        );
+        dev.switch_state(State::Connected)?;
+        conn.negotiated = Some(n);
+        conn.limits = Some(limits);
+        conn.phase = Phase::Connected;
+        disk.add(dev)?;
+        conn.disk = Some(disk);
+        Ok(())
+    }
+
+    /// Backend Closing/Closed (`blkfront_closing`).
+    fn closing(&self, dev: &Device) {
+        if dev.state() == State::Closing {
+            return;
+        }
+        dev.frontend_closed();
+    }
+}

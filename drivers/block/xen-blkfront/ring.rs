@@ -1,0 +1,1053 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One blkif ring (hardware queue): the shared ring, its event channel, the
+//! requests in flight and the grant pool. Index logic, id bookkeeping,
+//! response validation, request encoding and grant policy are all
+//! `blkcore` (`ring`, `mapping`, `grants`); this is the glue that feeds them
+//! the kernel objects from `rust/xen`.
+
+use kernel::{
+    new_spinlock_irq,
+    prelude::*,
+    sync::{
+        Arc,
+        SpinLockIrq, //
+    },
+    time::{
+        Instant,
+        Monotonic, //
+    }, //
+};
+
+use crate::blkcore::{
+    blkif::{
+        indirect_pages,
+        BlkifRequestSegment,
+        BlkifResponse,
+        RingEntryBytes,
+        BLKIF_MAX_RING_SIZE,
+        BLKIF_OP_DISCARD,
+        BLKIF_OP_FLUSH_DISKCACHE,
+        BLKIF_OP_READ,
+        BLKIF_OP_WRITE,
+        BLKIF_OP_WRITE_BARRIER,
+        BLKIF_RESPONSE_SIZE,
+        BLKIF_RING_ENTRY_SIZE,
+        SRING_REQ_EVENT,
+        SRING_REQ_PROD,
+        SRING_RSP_EVENT,
+        SRING_RSP_PROD,
+        XEN_PAGE_SIZE, //
+    },
+    grants::{
+        GrantError,
+        GrantHandle,
+        GrantMode,
+        GrantOps,
+        GrantPool,
+        GrantRef,
+        GrantStats,
+        PoolEntry,
+    },
+    mapping::{
+        encode_direct,
+        encode_discard,
+        encode_flush,
+        encode_indirect,
+        layout,
+        map_pieces,
+        write_indirect_page,
+        Layout,
+        MappedSegment,
+        Piece,
+        RwHeader,
+        RwOp, //
+    },
+    negotiate::{
+        FlushKind,
+        Negotiated, //
+    },
+    ring::{
+        FrontRing,
+        InFlight,
+        RingIdx,
+        RspStatus,
+        SharedRing, //
+    },
+};
+use crate::xen::{
+    evtchn::{
+        BoundIrq,
+        Eoi,
+        EventChannel,
+        Handler,
+        Notifier, //
+    },
+    grant::{
+        Frame,
+        GrantTable,
+        XenPage, //
+    },
+    ring::SharedPages,
+    xenbus::{
+        self,
+        Device,
+        Xbt, //
+    },
+};
+
+/// Idle persistent grants are purged at most this often (upstream: 10 s).
+const PURGE_INTERVAL_MS: i64 = 10_000;
+
+const MAX_RING: usize = BLKIF_MAX_RING_SIZE as usize;
+
+impl SharedRing for SharedPages {
+    fn load_req_prod(&self) -> RingIdx {
+        self.load_u32(SRING_REQ_PROD)
+    }
+    fn store_req_prod(&mut self, v: RingIdx) {
+        self.store_u32(SRING_REQ_PROD, v)
+    }
+    fn load_req_event(&self) -> RingIdx {
+        self.load_u32(SRING_REQ_EVENT)
+    }
+    fn load_rsp_prod(&self) -> RingIdx {
+        self.load_u32(SRING_RSP_PROD)
+    }
+    fn store_rsp_event(&mut self, v: RingIdx) {
+        self.store_u32(SRING_RSP_EVENT, v)
+    }
+    fn store_req_event(&mut self, v: RingIdx) {
+        self.store_u32(SRING_REQ_EVENT, v)
+    }
+    fn store_rsp_prod(&mut self, v: RingIdx) {
+        self.store_u32(SRING_RSP_PROD, v)
+    }
+    fn write_entry(&mut self, slot: u32, entry: &RingEntryBytes) {
+        if let Some(off) = crate::blkcore::blkif::sring_entry_offset(slot) {
+            self.write_bytes(off, entry);
+        }
+    }
+    fn read_response(&self, slot: u32) -> [u8; BLKIF_RESPONSE_SIZE] {
+        let mut b = [0u8; BLKIF_RESPONSE_SIZE];
+        if let Some(off) = crate::blkcore::blkif::sring_entry_offset(slot) {
+            self.read_bytes(off, &mut b);
+        }
+        b
+    }
+    fn wmb(&mut self) {
+        SharedPages::wmb(self)
+    }
+    fn rmb(&mut self) {
+        SharedPages::rmb(self)
+    }
+    fn mb(&mut self) {
+        SharedPages::mb(self)
+    }
+}
+
+impl GrantOps for GrantTable {
+    type Frame = Frame;
+
+    fn grant(&mut self, frame: Frame, readonly: bool) -> Result<GrantRef, GrantError> {
+        GrantTable::grant(self, frame, readonly).map_err(|_| GrantError::NoGrantRefs)
+    }
+    fn try_end_access(&mut self, gref: GrantRef) -> bool {
+        self.try_end(gref)
+    }
+    fn end_access(&mut self, gref: GrantRef) {
+        self.end(gref)
+    }
+}
+
+const _: () = assert!(BLKIF_RING_ENTRY_SIZE == 112);
+
+/// What a block request asks the ring to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IoKind {
+    /// Read into the request's pages.
+    Read,
+    /// Write the request's pages; `fua` asks for forced unit access.
+    Write {
+        /// `REQ_FUA`.
+        fua: bool,
+    },
+    /// Empty cache flush.
+    Flush,
+    /// Discard (or secure erase) of a sector range.
+    Discard {
+        /// Secure erase.
+        secure: bool,
+    },
+}
+
+/// Why a request was not put on the ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum QueueError {
+    /// Out of ring slots, ids or grants: retry later.
+    Busy,
+    /// The request can't be expressed (or the device is broken): fail it.
+    Io,
+    /// Complete it successfully without sending it (flush without a
+    /// backend flush feature, like upstream).
+    Nothing,
+}
+
+/// A finished request, handed back to the block glue.
+pub(crate) struct Done {
+    pub(crate) rq: crate::disk::Rq,
+    pub(crate) status: crate::disk::Status,
+}
+
+/// A data segment as recorded for the copy back of a read.
+#[derive(Clone, Copy)]
+struct CopySeg {
+    /// The request's frame and the byte offset of the data in it.
+    data: Frame,
+    data_off: u32,
+    /// The bounce frame and the offset in it.
+    bounce: Frame,
+    bounce_off: u32,
+    len: u32,
+}
+
+/// Per-id state of a request in flight (`struct blk_shadow`).
+struct Shadow {
+    rq: Option<crate::disk::Rq>,
+    op: u8,
+    nr_segments: u32,
+    grants: KVec<GrantHandle>,
+    indirect: KVec<GrantHandle>,
+    copies: KVec<CopySeg>,
+    /// Indirect pages owned by this slot (only without `copy_data`; with it
+    /// indirect pages come from the pool's bounce frames).
+    own_indirect: KVec<XenPage>,
+}
+
+/// Counters of one ring.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct RingStats {
+    pub(crate) requests: u64,
+    pub(crate) indirect_requests: u64,
+    pub(crate) notifications: u64,
+    pub(crate) busy: u64,
+    pub(crate) errors: u64,
+}
+
+/// Storage of a grant pool (`blkcore::grants` wants `AsRef`/`AsMut` slices).
+struct PoolStore(KVec<PoolEntry<Frame>>);
+
+impl AsRef<[PoolEntry<Frame>]> for PoolStore {
+    fn as_ref(&self) -> &[PoolEntry<Frame>] {
+        &self.0
+    }
+}
+
+impl AsMut<[PoolEntry<Frame>]> for PoolStore {
+    fn as_mut(&mut self) -> &mut [PoolEntry<Frame>] {
+        &mut self.0
+    }
+}
+
+/// The data path state, built when the backend connects.
+struct Io {
+    n: Negotiated,
+    handle: u16,
+    gt: GrantTable,
+    pool: GrantPool<Frame, PoolStore>,
+    /// Bounce frames of the pool (copy mode) or one placeholder frame.
+    _frames: KVec<XenPage>,
+    inflight: KBox<InFlight<MAX_RING>>,
+    shadow: KVec<Shadow>,
+    // Scratch storage, reused under the lock (no allocation in atomic
+    // context).
+    pieces: KVec<Piece<Frame>>,
+    mapped: KVec<MappedSegment<Frame>>,
+    segs: KVec<BlkifRequestSegment>,
+    indirect_grefs: KVec<GrantRef>,
+    page_buf: KVec<u8>,
+    last_purge: Instant<Monotonic>,
+    stats: RingStats,
+}
+
+/// Ring state under the ring lock.
+pub(crate) struct RingState {
+    pages: SharedPages,
+    front: FrontRing,
+    notifier: Notifier,
+    io: Option<KBox<Io>>,
+    /// Bad backend input seen: nothing more is queued or completed.
+    broken: bool,
+    /// A batch has requests not yet pushed to the backend.
+    pending_push: bool,
+}
+
+/// One ring.
+#[pin_data]
+pub(crate) struct Ring {
+    pub(crate) index: u32,
+    #[pin]
+    pub(crate) state: SpinLockIrq<RingState>,
+}
+
+/// A ring with its bound event channel (owned by the device).
+pub(crate) struct RingHandle {
+    irq: Option<BoundIrq<Ring>>,
+    ring: Arc<Ring>,
+}
+
+impl RingHandle {
+    /// Allocates the shared ring (`nr_pages` pages) and event channel of
+    /// ring `index` and binds the channel to the ring's handler.
+    pub(crate) fn new(dev: &Device, index: u32, nr_pages: u32) -> Result<Self> {
+        let mut pages = SharedPages::new(dev, nr_pages)?;
+        let mut front = FrontRing::new(nr_pages).map_err(|_| EINVAL)?;
+        front.init_shared(&mut pages);
+        let ring = Arc::pin_init(
+            pin_init!(Ring {
+                index,
+                state <- new_spinlock_irq!(RingState {
+                    pages,
+                    front,
+                    notifier: Notifier::default(),
+                    io: None,
+                    broken: false,
+                    pending_push: false,
+                }),
+            }),
+            GFP_KERNEL,
+        )?;
+        let evt = EventChannel::alloc(dev)?;
+        let irq = evt.bind(c"blkif", ring.clone())?;
+        ring.state.lock().notifier = irq.notifier();
+        Ok(Self {
+            irq: Some(irq),
+            ring,
+        })
+    }
+
+    /// Writes `ring-ref`/`ring-ref%u` and `event-channel` under `dir`.
+    pub(crate) fn publish(&self, xbt: Xbt, dir: &CStr) -> Result {
+        // Copy the references out: xenstore writes sleep, the lock spins.
+        let mut refs = [0u32; crate::xen::ring::MAX_RING_PAGES];
+        let n = {
+            let st = self.ring.state.lock();
+            let grefs = st.pages.grefs();
+            for (d, s) in refs.iter_mut().zip(grefs) {
+                *d = *s;
+            }
+            grefs.len()
+        };
+        let grefs = refs.get(..n).unwrap_or(&[]);
+        if let [only] = grefs {
+            xenbus::printf(xbt, dir, c"ring-ref", fmt!("{only}"))?;
+        } else {
+            for (i, g) in grefs.iter().enumerate() {
+                let node = kernel::str::CString::try_from_fmt(fmt!("ring-ref{i}"))?;
+                xenbus::printf(xbt, dir, &node, fmt!("{g}"))?;
+            }
+        }
+        let port = self.irq.as_ref().map_or(0, |i| i.port());
+        xenbus::printf(xbt, dir, c"event-channel", fmt!("{port}"))
+    }
+
+    /// The ring.
+    pub(crate) fn ring(&self) -> &Arc<Ring> {
+        &self.ring
+    }
+
+    /// Unbinds the interrupt, then revokes every grant and fails whatever
+    /// is still in flight. The shared pages go with the last `Arc<Ring>`.
+    pub(crate) fn shutdown(mut self) {
+        drop(self.irq.take());
+        let done = self.ring.teardown();
+        crate::disk::finish(done);
+    }
+}
+
+impl Ring {
+    /// Builds the data path once the backend connected: grant pool sized
+    /// like upstream (`(segments + indirect pages) * ring size`), bounce
+    /// frames when `copy_data`, per-slot storage.
+    pub(crate) fn start(&self, dev: &Device, n: &Negotiated, handle: u16) -> Result {
+        let size = self.state.lock().front.size();
+        let io = Io::new(n, handle, dev.otherend_id(), size)?;
+        let mut st = self.state.lock();
+        st.io = Some(io);
+        st.broken = false;
+        Ok(())
+    }
+}
+
+impl Io {
+    /// Data path state for a ring of `size` slots after negotiation `n`.
+    fn new(n: &Negotiated, handle: u16, domid: u16, size: u32) -> Result<KBox<Self>> {
+        let segs = n.segments_per_request;
+        let ind_pages = if n.indirect_segments != 0 {
+            indirect_pages(segs)
+        } else {
+            0
+        };
+        let per_req = (segs + ind_pages) as usize;
+        let entries = per_req * size as usize;
+        let mut frames = KVec::new();
+        let mut pool_entries = KVec::with_capacity(entries, GFP_KERNEL)?;
+        if n.copy_data {
+            frames.reserve(entries, GFP_KERNEL)?;
+            for _ in 0..entries {
+                let p = XenPage::new()?;
+                pool_entries.push(PoolEntry::new(p.frame()), GFP_KERNEL)?;
+                frames.push(p, GFP_KERNEL)?;
+            }
+        } else {
+            let p = XenPage::new()?;
+            for _ in 0..entries {
+                pool_entries.push(PoolEntry::new(p.frame()), GFP_KERNEL)?;
+            }
+            frames.push(p, GFP_KERNEL)?;
+        }
+        let pool = GrantPool::new(
+            PoolStore(pool_entries),
+            GrantMode {
+                persistent: n.persistent,
+                copy_data: n.copy_data,
+            },
+        )
+        .map_err(|_| EINVAL)?;
+        let mut shadow = KVec::with_capacity(size as usize, GFP_KERNEL)?;
+        for _ in 0..size {
+            let mut own_indirect = KVec::new();
+            if !n.copy_data {
+                for _ in 0..ind_pages {
+                    own_indirect.push(XenPage::new()?, GFP_KERNEL)?;
+                }
+            }
+            shadow.push(
+                Shadow {
+                    rq: None,
+                    op: 0,
+                    nr_segments: 0,
+                    grants: KVec::with_capacity(segs as usize, GFP_KERNEL)?,
+                    indirect: KVec::with_capacity(ind_pages as usize, GFP_KERNEL)?,
+                    copies: KVec::with_capacity(
+                        if n.copy_data { segs as usize } else { 0 },
+                        GFP_KERNEL,
+                    )?,
+                    own_indirect,
+                },
+                GFP_KERNEL,
+            )?;
+        }
+        let inflight = KBox::new(InFlight::new(size), GFP_KERNEL)?;
+        let mut page_buf = KVec::new();
+        page_buf.extend_from_slice(&[0u8; 512], GFP_KERNEL)?;
+        while page_buf.len() < XEN_PAGE_SIZE as usize {
+            page_buf.extend_from_slice(&[0u8; 512], GFP_KERNEL)?;
+        }
+        Ok(KBox::new(
+            Io {
+                n: *n,
+                handle,
+                gt: GrantTable::new(domid),
+                pool,
+                _frames: frames,
+                inflight,
+                shadow,
+                // A block-layer segment may span two pages when unaligned.
+                pieces: KVec::with_capacity(2 * segs as usize, GFP_KERNEL)?,
+                mapped: KVec::with_capacity(segs as usize, GFP_KERNEL)?,
+                segs: KVec::with_capacity(segs as usize, GFP_KERNEL)?,
+                indirect_grefs: KVec::with_capacity(ind_pages as usize, GFP_KERNEL)?,
+                page_buf,
+                last_purge: Instant::now(),
+                stats: RingStats::default(),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+}
+
+impl Ring {
+    /// Revokes all grants (those the backend still maps are ended with a
+    /// deferred release) and returns the requests still in flight, failed.
+    fn teardown(&self) -> KVec<Done> {
+        let mut done = KVec::new();
+        let io = {
+            let mut st = self.state.lock();
+            st.io.take()
+        };
+        let Some(mut io) = io else {
+            return done;
+        };
+        let io = &mut *io;
+        for s in io.shadow.iter_mut() {
+            if let Some(rq) = s.rq.take() {
+                let _ = done.push(
+                    Done {
+                        rq,
+                        status: crate::disk::Status::IoErr,
+                    },
+                    GFP_KERNEL,
+                );
+            }
+            s.grants.clear();
+            s.indirect.clear();
+            s.copies.clear();
+        }
+        io.pool.teardown(&mut io.gt);
+        done
+    }
+
+    /// Lock-protected access for the block glue.
+    pub(crate) fn with_state<R>(&self, f: impl FnOnce(&mut RingState) -> R) -> R {
+        let mut st = self.state.lock();
+        f(&mut st)
+    }
+}
+
+fn rw_op(kind: IoKind, flush: Option<FlushKind>) -> RwOp {
+    match kind {
+        IoKind::Read => RwOp::Read,
+        IoKind::Write { fua: true } => match flush {
+            Some(FlushKind::Barrier) => RwOp::WriteBarrier,
+            Some(FlushKind::Flush) => RwOp::Flush,
+            None => RwOp::Write,
+        },
+        _ => RwOp::Write,
+    }
+}
+
+impl RingState {
+    /// Entries of the ring (queue depth).
+    pub(crate) fn size(&self) -> u32 {
+        self.front.size()
+    }
+
+    /// Bad backend input was seen on this ring.
+    pub(crate) fn broken(&self) -> bool {
+        self.broken
+    }
+
+    /// Whether the data path is up and healthy.
+    pub(crate) fn usable(&self) -> bool {
+        self.io.is_some() && !self.broken
+    }
+
+    /// Counters (ring + grant pool) for statistics.
+    pub(crate) fn stats(&self) -> Option<(RingStats, GrantStats, bool)> {
+        self.io
+            .as_ref()
+            .map(|io| (io.stats, io.pool.stats(), io.n.copy_data))
+    }
+
+    /// Scratch list the block glue fills with the request's pieces before
+    /// calling [`RingState::queue`].
+    pub(crate) fn pieces(&mut self) -> Option<&mut KVec<Piece<Frame>>> {
+        self.io.as_mut().map(|io| {
+            io.pieces.clear();
+            &mut io.pieces
+        })
+    }
+
+    /// Puts one request on the ring (not yet visible to the backend: see
+    /// [`RingState::push`]). The request's data pieces are those left in
+    /// [`RingState::pieces`].
+    pub(crate) fn queue(
+        &mut self,
+        rq: crate::disk::Rq,
+        kind: IoKind,
+        sector: u64,
+        nr_sectors: u64,
+    ) -> Result<(), (crate::disk::Rq, QueueError)> {
+        if self.broken {
+            return Err((rq, QueueError::Io));
+        }
+        let Some(io) = self.io.as_deref_mut() else {
+            return Err((rq, QueueError::Busy));
+        };
+        if self.front.is_full() {
+            io.stats.busy += 1;
+            return Err((rq, QueueError::Busy));
+        }
+        let r = match kind {
+            IoKind::Flush => queue_flush(io, &mut self.front, &mut self.pages, rq),
+            IoKind::Discard { secure } => {
+                queue_discard(io, &mut self.front, &mut self.pages, rq, sector, nr_sectors, secure)
+            }
+            IoKind::Read | IoKind::Write { .. } => {
+                queue_rw(io, &mut self.front, &mut self.pages, rq, kind, sector)
+            }
+        };
+        if r.is_ok() {
+            self.pending_push = true;
+            io.stats.requests += 1;
+        }
+        r
+    }
+
+    /// Publishes queued requests and notifies the backend if it asked
+    /// (`RING_PUSH_REQUESTS_AND_CHECK_NOTIFY`): once per batch.
+    pub(crate) fn push(&mut self) {
+        if !self.pending_push {
+            return;
+        }
+        self.pending_push = false;
+        if let Some(io) = self.io.as_deref_mut() {
+            maybe_purge(io);
+        }
+        if self.front.push_requests_and_check_notify(&mut self.pages) {
+            self.notifier.notify();
+            if let Some(io) = self.io.as_deref_mut() {
+                io.stats.notifications += 1;
+            }
+        }
+    }
+
+    /// Consumes the backend's responses (`blkif_interrupt`); finished
+    /// requests are appended to `done` (capacity reserved by the caller is
+    /// used first; nothing is allocated in the handler beyond it).
+    fn complete(&mut self, done: &mut DoneList) -> Eoi {
+        if self.broken {
+            return Eoi::None;
+        }
+        let Some(io) = self.io.as_deref_mut() else {
+            return Eoi::Spurious;
+        };
+        let mut eoi = Eoi::Spurious;
+        loop {
+            let rp = match self.front.response_prod(&mut self.pages) {
+                Ok(rp) => rp,
+                Err(e) => {
+                    pr_alert!("xen_blkfront_rs: bad response producer: {:?}; disabled for further use\n", e);
+                    self.broken = true;
+                    return Eoi::None;
+                }
+            };
+            while let Some(rsp) = self.front.take_response(&self.pages, rp) {
+                eoi = Eoi::Done;
+                if let Err(msg) = complete_one(io, &rsp, done) {
+                    pr_alert!("xen_blkfront_rs: {}; disabled for further use\n", msg);
+                    self.broken = true;
+                    io.stats.errors += 1;
+                    return Eoi::None;
+                }
+            }
+            if !self.front.final_check_for_responses(&mut self.pages) {
+                break;
+            }
+        }
+        maybe_purge(io);
+        eoi
+    }
+}
+
+/// Revokes idle persistent grants the backend no longer maps
+/// (`purge_persistent_grants`), at most every [`PURGE_INTERVAL_MS`]. Run
+/// from the submission and completion paths: the 7.3 Rust workqueue has no
+/// cancel, so a periodic work item could outlive the module.
+fn maybe_purge(io: &mut Io) {
+    if io.n.persistent && io.last_purge.elapsed().as_millis() >= PURGE_INTERVAL_MS {
+        io.last_purge = Instant::now();
+        io.pool.purge(&mut io.gt);
+    }
+}
+
+/// Finished requests collected by the interrupt handler, completed after
+/// the ring lock is dropped.
+pub(crate) struct DoneList {
+    items: [Option<Done>; 32],
+    len: usize,
+    overflow: KVec<Done>,
+}
+
+impl DoneList {
+    fn new() -> Self {
+        Self {
+            items: [const { None }; 32],
+            len: 0,
+            overflow: KVec::new(),
+        }
+    }
+
+    fn push(&mut self, d: Done) {
+        if let Some(slot) = self.items.get_mut(self.len) {
+            *slot = Some(d);
+            self.len += 1;
+        } else if self.overflow.reserve(1, GFP_ATOMIC).is_ok() {
+            let _ = self.overflow.push_within_capacity(d);
+        } else {
+            // Out of memory in the handler: complete right away.
+            crate::disk::complete(d.rq, d.status);
+        }
+    }
+
+    fn finish(self) {
+        for d in self.items.into_iter().flatten() {
+            crate::disk::complete(d.rq, d.status);
+        }
+        crate::disk::finish(self.overflow);
+    }
+}
+
+fn put_grants(io: &mut Io, id: usize) -> Result<(), &'static str> {
+    let Some(s) = io.shadow.get_mut(id) else {
+        return Err("shadow id out of range");
+    };
+    let mut bad = false;
+    for h in Iterator::chain(s.grants.drain_all(), s.indirect.drain_all()) {
+        match io.pool.put(&mut io.gt, h) {
+            Ok(_) => {}
+            Err(GrantError::StillMapped(_)) => bad = true,
+            Err(_) => bad = true,
+        }
+    }
+    if bad {
+        Err("backend has not unmapped a non-persistent grant")
+    } else {
+        Ok(())
+    }
+}
+
+fn complete_one(io: &mut Io, rsp: &BlkifResponse, done: &mut DoneList) -> Result<(), &'static str> {
+    let c = io.inflight.complete(rsp).map_err(|e| match e {
+        crate::blkcore::ring::ResponseError::BadId(_) => "response has incorrect id",
+        crate::blkcore::ring::ResponseError::NotInFlight(_) => "response references no pending request",
+        crate::blkcore::ring::ResponseError::WrongOperation { .. } => "response has wrong operation",
+    })?;
+    let id = c.id as usize;
+    let ok = c.status == RspStatus::Okay;
+    // Reads through bounce frames: copy the data back before the grants go.
+    if ok && c.operation == BLKIF_OP_READ && io.n.copy_data {
+        let mut copied = 0u64;
+        if let Some(s) = io.shadow.get(id) {
+            for cs in s.copies.iter() {
+                if cs
+                    .bounce
+                    .copy_to(cs.bounce_off as usize, cs.data, cs.data_off as usize, cs.len as usize)
+                    .is_ok()
+                {
+                    copied += u64::from(cs.len);
+                }
+            }
+        }
+        let _ = io.pool.account_copy(copied);
+    }
+    put_grants(io, id)?;
+    let Some(s) = io.shadow.get_mut(id) else {
+        return Err("shadow id out of range");
+    };
+    s.copies.clear();
+    let empty = s.nr_segments == 0;
+    let status = match c.status {
+        RspStatus::Okay => crate::disk::Status::Ok,
+        // Like upstream: a backend may withdraw flush/barrier support; the
+        // flush then completes as a no-op (the data was written).
+        RspStatus::NotSupported | RspStatus::Error
+            if matches!(c.operation, BLKIF_OP_FLUSH_DISKCACHE | BLKIF_OP_WRITE_BARRIER)
+                && empty =>
+        {
+            pr_warn!("xen_blkfront_rs: empty flush op failed at the backend\n");
+            crate::disk::Status::Ok
+        }
+        RspStatus::NotSupported if c.operation == BLKIF_OP_DISCARD => {
+            pr_warn!("xen_blkfront_rs: discard not supported by the backend\n");
+            crate::disk::Status::NotSupp
+        }
+        _ => crate::disk::Status::IoErr,
+    };
+    let _ = s.op;
+    if let Some(rq) = s.rq.take() {
+        done.push(Done { rq, status });
+    }
+    Ok(())
+}
+
+fn put_entry(front: &mut FrontRing, pages: &mut SharedPages, entry: &RingEntryBytes) -> bool {
+    front.put_request(pages, entry).is_ok()
+}
+
+fn queue_flush(
+    io: &mut Io,
+    front: &mut FrontRing,
+    pages: &mut SharedPages,
+    rq: crate::disk::Rq,
+) -> Result<(), (crate::disk::Rq, QueueError)> {
+    let Some(kind) = io.n.flush else {
+        return Err((rq, QueueError::Nothing));
+    };
+    let barrier = kind == FlushKind::Barrier;
+    let op = if barrier {
+        BLKIF_OP_WRITE_BARRIER
+    } else {
+        BLKIF_OP_FLUSH_DISKCACHE
+    };
+    let Some(id) = io.inflight.alloc(op, false) else {
+        return Err((rq, QueueError::Busy));
+    };
+    let entry = encode_flush(u64::from(id), io.handle, barrier);
+    finish_queue(io, front, pages, rq, id, op, 0, &entry)
+}
+
+fn finish_queue(
+    io: &mut Io,
+    front: &mut FrontRing,
+    pages: &mut SharedPages,
+    rq: crate::disk::Rq,
+    id: u32,
+    op: u8,
+    nr_segments: u32,
+    entry: &RingEntryBytes,
+) -> Result<(), (crate::disk::Rq, QueueError)> {
+    if !put_entry(front, pages, entry) {
+        let _ = put_grants(io, id as usize);
+        io.inflight.cancel(id);
+        return Err((rq, QueueError::Busy));
+    }
+    if let Some(s) = io.shadow.get_mut(id as usize) {
+        s.rq = Some(rq);
+        s.op = op;
+        s.nr_segments = nr_segments;
+    }
+    Ok(())
+}
+
+fn queue_discard(
+    io: &mut Io,
+    front: &mut FrontRing,
+    pages: &mut SharedPages,
+    rq: crate::disk::Rq,
+    sector: u64,
+    nr_sectors: u64,
+    secure: bool,
+) -> Result<(), (crate::disk::Rq, QueueError)> {
+    let Some(d) = io.n.discard else {
+        return Err((rq, QueueError::Io));
+    };
+    let Some(id) = io.inflight.alloc(BLKIF_OP_DISCARD, false) else {
+        return Err((rq, QueueError::Busy));
+    };
+    let entry = match encode_discard(u64::from(id), sector, nr_sectors, secure && d.secure) {
+        Ok(e) => e,
+        Err(_) => {
+            io.inflight.cancel(id);
+            return Err((rq, QueueError::Io));
+        }
+    };
+    finish_queue(io, front, pages, rq, id, BLKIF_OP_DISCARD, 0, &entry)
+}
+
+fn queue_rw(
+    io: &mut Io,
+    front: &mut FrontRing,
+    pages: &mut SharedPages,
+    rq: crate::disk::Rq,
+    kind: IoKind,
+    sector: u64,
+) -> Result<(), (crate::disk::Rq, QueueError)> {
+    let max = io.n.segments_per_request;
+    // Map pieces -> per-frame segments.
+    let cap = io.mapped.capacity();
+    io.mapped.clear();
+    let placeholder = MappedSegment {
+        page: match io._frames.first() {
+            Some(p) => p.frame(),
+            None => return Err((rq, QueueError::Io)),
+        },
+        frame_offset: 0,
+        first_sect: 0,
+        last_sect: 0,
+    };
+    for _ in 0..cap {
+        if io.mapped.push_within_capacity(placeholder).is_err() {
+            break;
+        }
+    }
+    let summary = match map_pieces(&io.pieces, max, &mut io.mapped) {
+        Ok(s) => s,
+        Err(_) => return Err((rq, QueueError::Io)),
+    };
+    let nr = summary.nr_segments;
+    io.mapped.truncate(nr as usize);
+    let op = rw_op(kind, io.n.flush);
+    let lay = match layout(nr, if io.n.indirect_segments != 0 { max } else { 0 }) {
+        Ok(l) => l,
+        Err(_) => return Err((rq, QueueError::Io)),
+    };
+    let indirect = matches!(lay, Layout::Indirect { .. });
+    if indirect && !matches!(op, RwOp::Read | RwOp::Write) {
+        return Err((rq, QueueError::Io));
+    }
+    // The response echoes `indirect_op` for indirect requests.
+    let rsp_op = op.wire();
+    let Some(id) = io.inflight.alloc(rsp_op, indirect) else {
+        return Err((rq, QueueError::Busy));
+    };
+    let idu = id as usize;
+    let readonly = op.backend_reads_only();
+    let write = !matches!(op, RwOp::Read);
+    io.segs.clear();
+    let mut copied = 0u64;
+    let mut failed = false;
+    for i in 0..io.mapped.len() {
+        let Some(&m) = io.mapped.get(i) else {
+            failed = true;
+            break;
+        };
+        let g = match io.pool.get(&mut io.gt, m.page, readonly) {
+            Ok(g) => g,
+            Err(_) => {
+                failed = true;
+                break;
+            }
+        };
+        let Some(s) = io.shadow.get_mut(idu) else {
+            failed = true;
+            break;
+        };
+        if s.grants.push_within_capacity(g.handle).is_err() {
+            failed = true;
+            break;
+        }
+        if io.n.copy_data {
+            let off = m.offset_in_frame();
+            let cs = CopySeg {
+                data: m.page,
+                data_off: m.frame_offset + off,
+                bounce: g.frame,
+                bounce_off: off,
+                len: m.len(),
+            };
+            if write {
+                if m.page
+                    .copy_to(cs.data_off as usize, g.frame, off as usize, cs.len as usize)
+                    .is_err()
+                {
+                    failed = true;
+                    break;
+                }
+                copied += u64::from(cs.len);
+            } else if s.copies.push_within_capacity(cs).is_err() {
+                failed = true;
+                break;
+            }
+        }
+        if io.segs.push_within_capacity(m.to_blkif(g.gref)).is_err() {
+            failed = true;
+            break;
+        }
+    }
+    let hdr = RwHeader {
+        op,
+        id: u64::from(id),
+        handle: io.handle,
+        sector,
+    };
+    let entry = if failed {
+        None
+    } else if let Layout::Indirect { pages: np } = lay {
+        io.indirect_grefs.clear();
+        let mut ok = true;
+        for p in 0..np {
+            let frame = match io.shadow.get(idu).and_then(|s| s.own_indirect.get(p as usize)) {
+                Some(pg) => pg.frame(),
+                None => placeholder.page,
+            };
+            let g = match io.pool.get(&mut io.gt, frame, true) {
+                Ok(g) => g,
+                Err(_) => {
+                    ok = false;
+                    break;
+                }
+            };
+            let pushed = io
+                .shadow
+                .get_mut(idu)
+                .is_some_and(|s| s.indirect.push_within_capacity(g.handle).is_ok());
+            if !pushed || io.indirect_grefs.push_within_capacity(g.gref).is_err() {
+                ok = false;
+                break;
+            }
+            io.page_buf.fill(0);
+            match write_indirect_page(&io.segs, p, &mut io.page_buf) {
+                Ok(_) => {}
+                Err(_) => {
+                    ok = false;
+                    break;
+                }
+            }
+            if g.frame.write(0, &io.page_buf).is_err() {
+                ok = false;
+                break;
+            }
+        }
+        if ok {
+            encode_indirect(&hdr, nr, &io.indirect_grefs, max).ok()
+        } else {
+            None
+        }
+    } else {
+        encode_direct(&hdr, &io.segs).ok()
+    };
+    let Some(entry) = entry else {
+        let _ = put_grants(io, idu);
+        if let Some(s) = io.shadow.get_mut(idu) {
+            s.copies.clear();
+        }
+        io.inflight.cancel(id);
+        return Err((rq, QueueError::Busy));
+    };
+    if copied != 0 {
+        let _ = io.pool.account_copy(copied);
+    }
+    if indirect {
+        io.stats.indirect_requests += 1;
+    }
+    let _ = BLKIF_OP_WRITE;
+    finish_queue(io, front, pages, rq, id, rsp_op, nr, &entry)
+}
+
+impl Handler for Ring {
+    fn handle(&self) -> Eoi {
+        let mut done = DoneList::new();
+        let eoi = {
+            let mut st = self.state.lock();
+            st.complete(&mut done)
+        };
+        done.finish();
+        eoi
+    }
+}
+
+/// Hooks for the KUnit suite: feed fabricated backend responses to the
+/// completion glue of a ring-less data path.
+#[cfg(CONFIG_KUNIT)]
+pub(crate) mod test_hooks {
+    use super::*;
+
+    /// A data path for a 1-page ring (32 slots) after negotiation `n`.
+    pub(crate) struct TestIo(KBox<Io>);
+
+    impl TestIo {
+        pub(crate) fn new(n: &Negotiated) -> Result<Self> {
+            Ok(Self(Io::new(n, 0, 0, 32)?))
+        }
+
+        /// Marks a request id as in flight with response operation `op`.
+        pub(crate) fn alloc(&mut self, op: u8) -> Option<u32> {
+            self.0.inflight.alloc(op, false)
+        }
+
+        /// Runs the completion glue on `rsp`: `Err` is the one message a
+        /// broken backend gets before the device is disabled.
+        pub(crate) fn complete(&mut self, rsp: &BlkifResponse) -> Result<usize, &'static str> {
+            let mut done = DoneList::new();
+            complete_one(&mut self.0, rsp, &mut done)?;
+            Ok(done.len)
+        }
+
+        /// Grant pool counters.
+        pub(crate) fn grant_stats(&self) -> GrantStats {
+            self.0.pool.stats()
+        }
+    }
+}

@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! xenstore glue: a snapshot of a directory's keys as a
+//! `blkcore::xenstore::KeyedValues`, and the frontend keys we write.
+
+use kernel::{
+    prelude::*,
+    str::CString, //
+};
+
+use crate::blkcore::{
+    negotiate as neg,
+    xenstore::{
+        utf8_or_invalid,
+        KeyedValues, //
+    },
+};
+use crate::xen::xenbus::{
+    self,
+    Xbt, //
+};
+
+/// Every backend key `blkcore::negotiate` reads.
+pub(crate) const BACKEND_KEYS: &[&str] = &[
+    neg::KEY_MAX_RING_PAGE_ORDER,
+    neg::KEY_MULTI_QUEUE_MAX_QUEUES,
+    neg::KEY_SECTORS,
+    neg::KEY_INFO,
+    neg::KEY_SECTOR_SIZE,
+    neg::KEY_PHYSICAL_SECTOR_SIZE,
+    neg::KEY_FEATURE_BARRIER,
+    neg::KEY_FEATURE_FLUSH_CACHE,
+    neg::KEY_FEATURE_DISCARD,
+    neg::KEY_DISCARD_GRANULARITY,
+    neg::KEY_DISCARD_ALIGNMENT,
+    neg::KEY_DISCARD_SECURE,
+    neg::KEY_FEATURE_PERSISTENT,
+    neg::KEY_FEATURE_MAX_INDIRECT_SEGMENTS,
+    neg::KEY_MINIMUM_IO_SIZE,
+    neg::KEY_OPTIMAL_IO_SIZE,
+];
+
+/// Keys `blkcore::negotiate` reads from the frontend's own directory.
+pub(crate) const FRONTEND_KEYS: &[&str] = &[neg::KEY_TRUSTED];
+
+/// The values of some keys of one xenstore directory, read once.
+pub(crate) struct Snapshot {
+    entries: KVec<(&'static str, KVec<u8>)>,
+}
+
+impl Snapshot {
+    /// Reads `keys` from `dir` (missing keys are simply absent).
+    pub(crate) fn read(dir: &CStr, keys: &[&'static str]) -> Result<Self> {
+        let mut entries = KVec::with_capacity(keys.len(), GFP_KERNEL)?;
+        for &key in keys {
+            let node = CString::try_from_fmt(fmt!("{key}"))?;
+            if let Some(v) = xenbus::read(Xbt::NIL, dir, &node)? {
+                entries.push((key, v), GFP_KERNEL)?;
+            }
+        }
+        Ok(Self { entries })
+    }
+
+    /// A snapshot made of literal values (tests).
+    #[cfg(CONFIG_KUNIT)]
+    pub(crate) fn from_pairs(pairs: &[(&'static str, &str)]) -> Result<Self> {
+        let mut entries = KVec::with_capacity(pairs.len(), GFP_KERNEL)?;
+        for (k, v) in pairs {
+            let mut b = KVec::new();
+            b.extend_from_slice(v.as_bytes(), GFP_KERNEL)?;
+            entries.push((*k, b), GFP_KERNEL)?;
+        }
+        Ok(Self { entries })
+    }
+}
+
+impl KeyedValues for Snapshot {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.entries
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| utf8_or_invalid(v))
+    }
+}
+
+/// Parses the handle of a vbd from the last component of its nodename
+/// (`device/vbd/51712` -> 51712).
+pub(crate) fn handle_from_nodename(nodename: &[u8]) -> Option<u16> {
+    let last = nodename.rsplit(|&b| b == b'/').next()?;
+    let s = core::str::from_utf8(last).ok()?;
+    crate::blkcore::xenstore::parse_u32(s)
+        .ok()
+        .and_then(|v| u16::try_from(v).ok())
+}
+
+/// Shows a `core::fmt::Display` value (e.g. a `blkcore` error) with the
+/// kernel's formatting macros.
+pub(crate) struct Show<'a, T>(pub(crate) &'a T);
+
+impl<T: core::fmt::Display> kernel::fmt::Display for Show<'_, T> {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        core::fmt::Display::fmt(self.0, f)
+    }
+}

@@ -1,0 +1,285 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Xen block frontend in Rust (`xen_blkfront_rs`).
+//!
+//! Binds xenbus devices of type `vbd` and exposes them as blk-mq disks.
+//! Every decision (ring and segment limits, persistent grants, whether data is
+//! copied, queue limits) is made by `blkcore`; this crate is the glue. All
+//! `unsafe` is in `rust/xen` (xenbus, grants, rings, event channels) and
+//! `rust/blkmq` (block layer).
+
+use kernel::prelude::*;
+
+#[path = "../../../rust/blkcore/src/tree.rs"]
+#[allow(
+    dead_code,
+    unreachable_pub,
+    reason = "shared core: each module uses a different part of it"
+)]
+mod blkcore;
+
+#[path = "../../../rust/xen/xen.rs"]
+#[allow(
+    dead_code,
+    unreachable_pub,
+    reason = "abstraction layer: not every wrapper is used by this driver"
+)]
+mod xen;
+
+#[path = "../../../rust/blkmq/blkmq.rs"]
+#[allow(
+    dead_code,
+    unreachable_pub,
+    reason = "shared abstraction: each module uses a different part of it"
+)]
+mod blkmq;
+
+mod disk;
+mod front;
+mod ring;
+mod store;
+
+module! {
+    type: XenBlkfront,
+    name: "xen_blkfront_rs",
+    authors: ["blkfront-rs developers"],
+    description: "Xen virtual block device frontend (Rust)",
+    license: "GPL",
+    params: {
+        max_indirect_segments: u32 {
+            default: 32,
+            description: "Maximum segments per request: the smaller of this and the backend's feature-max-indirect-segments is used; 11 or less disables indirect descriptors (default 32, like xen-blkfront)",
+        },
+        max_queues: u32 {
+            default: 4,
+            description: "Maximum number of hardware queues/rings per virtual disk (default 4, capped at the number of online CPUs)",
+        },
+        max_ring_page_order: u32 {
+            default: 0,
+            description: "Maximum order of pages of each shared ring (default 0, max 4)",
+        },
+        feature_persistent: bool {
+            default: true,
+            description: "Offer persistent grants to the backend (default true)",
+        },
+        trusted: bool {
+            default: true,
+            description: "Trust the backend with direct access to I/O pages; false bounces all data (default true)",
+        },
+    },
+}
+
+/// Module parameters as `blkcore` inputs.
+pub(crate) fn frontend_params(trusted_node: bool) -> blkcore::negotiate::FrontendParams {
+    let cpus = xen::num_online_cpus().max(1);
+    blkcore::negotiate::FrontendParams {
+        max_indirect_segments: module_parameters::max_indirect_segments.value(),
+        max_queues: module_parameters::max_queues.value().min(cpus),
+        max_ring_page_order: module_parameters::max_ring_page_order.value(),
+        feature_persistent: module_parameters::feature_persistent.value(),
+        trusted: trusted_node,
+    }
+}
+
+/// The `trusted` module parameter.
+pub(crate) fn trusted_param() -> bool {
+    module_parameters::trusted.value()
+}
+
+/// The `feature_persistent` module parameter.
+pub(crate) fn persistent_param() -> bool {
+    module_parameters::feature_persistent.value()
+}
+
+#[pin_data]
+struct XenBlkfront {
+    #[pin]
+    reg: xen::xenbus::Registration<front::Blkfront>,
+}
+
+impl kernel::InPlaceModule for XenBlkfront {
+    fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
+        let avail = xen::pv_disks_available();
+        pr_info!(
+            "xen_blkfront_rs: loading (max_indirect_segments={}, max_queues={}, max_ring_page_order={}, feature_persistent={})\n",
+            module_parameters::max_indirect_segments.value(),
+            module_parameters::max_queues.value(),
+            module_parameters::max_ring_page_order.value(),
+            module_parameters::feature_persistent.value(),
+        );
+        pin_init::pin_init_scope(move || {
+            if !avail {
+                pr_info!("xen_blkfront_rs: not a Xen guest with PV disks\n");
+                return Err(ENODEV);
+            }
+            Ok(try_pin_init!(Self {
+                reg <- xen::xenbus::Registration::new(),
+            }))
+        })
+    }
+}
+
+#[kunit_tests(xen_blkfront_rs)]
+mod tests {
+    use kernel::prelude::*;
+
+    use super::blkcore::{
+        blkif::{
+            self,
+            BlkifResponse, //
+        },
+        negotiate::{
+            negotiate,
+            negotiate_rings,
+            FrontendParams,
+            Negotiated, //
+        },
+        xenstore::Reason,
+    };
+    use super::disk::disk_name;
+    use super::ring::test_hooks::TestIo;
+    use super::store::{
+        handle_from_nodename,
+        Snapshot, //
+    };
+
+    const GOOD: &[(&str, &str)] = &[
+        ("sectors", "2097152"),
+        ("info", "0"),
+        ("sector-size", "512"),
+        ("physical-sector-size", "4096"),
+        ("feature-flush-cache", "1"),
+        ("feature-persistent", "1"),
+        ("feature-max-indirect-segments", "256"),
+        ("max-ring-page-order", "4"),
+        ("multi-queue-max-queues", "4"),
+        ("minimum-io-size", "4096"),
+        ("optimal-io-size", "1048576"),
+    ];
+
+    fn with(over: &[(&'static str, &'static str)]) -> KVec<(&'static str, &'static str)> {
+        let mut v = KVec::new();
+        for p in Iterator::chain(over.iter(), GOOD.iter()) {
+            v.push(*p, GFP_KERNEL).expect("alloc");
+        }
+        v
+    }
+
+    fn nego(pairs: &[(&'static str, &'static str)]) -> Result<Negotiated, Reason> {
+        let s = Snapshot::from_pairs(pairs).expect("alloc");
+        negotiate(&s, &FrontendParams::default()).map_err(|e| e.reason)
+    }
+
+    #[test]
+    fn indirect_frame_holds_512_segments() {
+        assert_eq!(blkif::SEGS_PER_INDIRECT_FRAME, 512);
+        assert!(blkif::BLKIF_MAX_SEGMENTS_PER_REQUEST < blkif::SEGS_PER_INDIRECT_FRAME);
+    }
+
+    #[test]
+    fn disk_names_match_upstream() {
+        assert_eq!(disk_name(51712).expect("xvda").as_str(), "xvda");
+        assert_eq!(disk_name(51728).expect("xvdb").as_str(), "xvdb");
+        assert_eq!(disk_name(51713).expect("xvda1").as_str(), "xvda1");
+        assert_eq!(disk_name(768).expect("hda").as_str(), "xvda");
+        assert_eq!(disk_name((1 << 28) | (26 * 256)).expect("ext").as_str(), "xvdaa");
+        assert!(disk_name(0x1234).is_err());
+        assert!(disk_name(3 << 28).is_err());
+    }
+
+    #[test]
+    fn handle_parsing() {
+        assert_eq!(handle_from_nodename(b"device/vbd/51712"), Some(51712));
+        assert_eq!(handle_from_nodename(b"device/vbd/x"), None);
+        assert_eq!(handle_from_nodename(b"device/vbd/99999999"), None);
+    }
+
+    #[test]
+    fn snapshot_feeds_negotiation() {
+        let n = nego(GOOD).expect("good backend");
+        assert_eq!(n.sector_size, 512);
+        assert_eq!(n.physical_sector_size, 4096);
+        assert_eq!(n.minimum_io_size, Some(4096));
+        assert_eq!(n.optimal_io_size, Some(1048576));
+        assert_eq!(n.indirect_segments, 32);
+        assert!(n.persistent && n.copy_data);
+    }
+
+    #[test]
+    fn ring_phase_needs_no_disk_keys() {
+        let s = Snapshot::from_pairs(&[("max-ring-page-order", "4"), ("multi-queue-max-queues", "2")])
+            .expect("alloc");
+        let p = FrontendParams {
+            max_ring_page_order: 2,
+            max_queues: 8,
+            ..FrontendParams::default()
+        };
+        let n = negotiate_rings(&s, &p).expect("InitWait negotiation");
+        assert_eq!((n.queues, n.ring_pages), (2, 4));
+        // A broken ring key is rejected.
+        let s = Snapshot::from_pairs(&[("max-ring-page-order", "-1")]).expect("alloc");
+        assert!(negotiate_rings(&s, &p).is_err());
+    }
+
+    #[test]
+    fn bad_backend_keys_are_rejected() {
+        assert_eq!(
+            nego(&with(&[("physical-sector-size", "3000")])).err(),
+            Some(Reason::NotPowerOfTwo)
+        );
+        assert_eq!(nego(&with(&[("minimum-io-size", "6144")])).err(), Some(Reason::NotPowerOfTwo));
+        assert!(nego(&with(&[("optimal-io-size", "1000")])).is_err());
+        assert_eq!(nego(&with(&[("sectors", "12abc")])).err(), Some(Reason::NotDecimal));
+        assert_eq!(nego(&with(&[("feature-persistent", "yes")])).err(), Some(Reason::NotBoolean));
+        assert_eq!(nego(&[("info", "0"), ("sector-size", "512")]).err(), Some(Reason::Missing));
+        assert!(nego(&with(&[("sector-size", "\u{fffd}")])).is_err());
+    }
+
+    fn rsp(id: u64, op: u8, status: i16) -> BlkifResponse {
+        BlkifResponse {
+            id,
+            operation: op,
+            status,
+            ..BlkifResponse::default()
+        }
+    }
+
+    #[test]
+    fn bad_responses_disable_the_ring() {
+        let n = nego(GOOD).expect("good backend");
+        let mut io = TestIo::new(&n).expect("data path");
+        let id = io.alloc(blkif::BLKIF_OP_READ).expect("id");
+        // Id out of range, id not in flight, wrong operation: all errors,
+        // none panics.
+        assert_eq!(
+            io.complete(&rsp(5000, blkif::BLKIF_OP_READ, 0)),
+            Err("response has incorrect id")
+        );
+        assert_eq!(
+            io.complete(&rsp(u64::from(id) + 1, blkif::BLKIF_OP_READ, 0)),
+            Err("response references no pending request")
+        );
+        assert_eq!(
+            io.complete(&rsp(u64::from(id), blkif::BLKIF_OP_WRITE, 0)),
+            Err("response has wrong operation")
+        );
+        // The right response completes; a duplicate is rejected.
+        assert_eq!(io.complete(&rsp(u64::from(id), blkif::BLKIF_OP_READ, 0)), Ok(0));
+        assert_eq!(
+            io.complete(&rsp(u64::from(id), blkif::BLKIF_OP_READ, 0)),
+            Err("response references no pending request")
+        );
+        assert_eq!(io.grant_stats().in_use, 0);
+    }
+
+    #[test]
+    fn unknown_status_is_an_io_error_not_a_panic() {
+        let n = nego(GOOD).expect("good backend");
+        let mut io = TestIo::new(&n).expect("data path");
+        let id = io.alloc(blkif::BLKIF_OP_FLUSH_DISKCACHE).expect("id");
+        assert_eq!(
+            io.complete(&rsp(u64::from(id), blkif::BLKIF_OP_FLUSH_DISKCACHE, 0x7fff)),
+            Ok(0)
+        );
+    }
+}

@@ -436,10 +436,15 @@ impl<T: Operations> TagSet<T> {
         let cmd_size = max_segments
             .checked_mul(size_of::<bindings::scatterlist>() as u32)
             .and_then(|s| s.checked_add(sg_offset::<T::RequestData>() as u32));
+        let valid = max_segments != 0 && nr_hw_queues != 0 && queue_depth != 0;
+        // `irq_dev` first: `blk_mq_alloc_tag_set` calls `map_queues`, which
+        // reads it (pin-init initialises fields in the order written here).
         try_pin_init!(Self {
+            irq_dev,
+            max_segments,
             inner <- Opaque::try_ffi_init(move |slot: *mut bindings::blk_mq_tag_set| {
                 let cmd_size = cmd_size.ok_or(code::EINVAL)?;
-                if max_segments == 0 || nr_hw_queues == 0 || queue_depth == 0 {
+                if !valid {
                     return Err(code::EINVAL);
                 }
                 let data = data.into_foreign();
@@ -464,8 +469,6 @@ impl<T: Operations> TagSet<T> {
                 }
                 ret
             }),
-            max_segments,
-            irq_dev,
             _p: PhantomData,
         })
     }

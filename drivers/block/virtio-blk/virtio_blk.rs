@@ -292,36 +292,38 @@ impl<T: core::fmt::Display> kernel::fmt::Display for Shown<T> {
     }
 }
 
-/// Bitmap of disk indices in use (64 disks).
-static DISK_INDICES: AtomicU64 = AtomicU64::new(0);
+/// Bitmap of disk indices in use: 1024 disks (vda .. vdamj).
+static DISK_INDICES: [AtomicU64; 16] = [const { AtomicU64::new(0) }; 16];
 
 /// An allocated disk index, freed on drop.
 struct DiskIndex(u32);
 
 impl DiskIndex {
     fn alloc() -> Result<Self> {
-        let mut cur = DISK_INDICES.load(Ordering::Relaxed);
-        loop {
-            let free = (!cur).trailing_zeros();
-            if free >= 64 {
-                return Err(ENOSPC);
-            }
-            match DISK_INDICES.compare_exchange(
-                cur,
-                cur | (1 << free),
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Ok(DiskIndex(free)),
-                Err(now) => cur = now,
+        for (w, word) in DISK_INDICES.iter().enumerate() {
+            let mut cur = word.load(Ordering::Relaxed);
+            while cur != u64::MAX {
+                let bit = (!cur).trailing_zeros();
+                match word.compare_exchange(
+                    cur,
+                    cur | (1 << bit),
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return Ok(DiskIndex(w as u32 * 64 + bit)),
+                    Err(now) => cur = now,
+                }
             }
         }
+        Err(ENOSPC)
     }
 }
 
 impl Drop for DiskIndex {
     fn drop(&mut self) {
-        DISK_INDICES.fetch_and(!(1u64 << self.0), Ordering::AcqRel);
+        if let Some(word) = DISK_INDICES.get((self.0 / 64) as usize) {
+            word.fetch_and(!(1u64 << (self.0 % 64)), Ordering::AcqRel);
+        }
     }
 }
 

@@ -12,6 +12,15 @@ if [ -f "$out/.blkfront-done" ]; then
     echo "$out"; exit 0
 fi
 log "building test kernel in $out (key $key); takes ~10 minutes on 2 cores"
+# Seed from the newest finished build: kbuild's per-option dependency
+# tracking then rebuilds only what the configuration change touches.
+prev=$(ls -dt "$CACHE"/kbuild-*/.blkfront-done 2>/dev/null | head -1 || true)
+rm -rf "$out"
+if [ -n "$prev" ]; then
+    log "seeding from $(dirname "$prev")"
+    cp -a "$(dirname "$prev")" "$out"
+    rm -f "$out/.blkfront-done"
+fi
 mkdir -p "$out"
 mk() { make -C "$SRC_DIR" O="$out" LLVM=-19 ARCH=x86_64 "$@"; }
 mk allnoconfig >/dev/null

@@ -89,7 +89,7 @@ collect_results() { # console.log label
         # case" line per test case (suite summaries are framed in "====").
         sed 's/\x1b\[[0-9;]*m//g' "$k.parsed" | grep -v '====' |
             sed -n 's/.*\[PASSED\] \(.*\)/pass '"$label"': kunit \1/p
-                    s/.*\[\(FAILED\|CRASHED\|SKIPPED\)\] \(.*\)/fail '"$label"': kunit \2 (\1)/p' >> "$results"
+                    s/.*\[\(FAILED\|CRASHED\)\] \(.*\)/fail '"$label"': kunit \2 (\1)/p' >> "$results"
         if grep -q '\[ERROR\]' "$k.parsed"; then
             grep '\[ERROR\]' "$k.parsed" | sed "s/^/fail $label: kunit.py: /" >> "$results"
         fi

@@ -25,7 +25,7 @@ for ((i = 0; i < cf; i++)); do record fail "cargo test failure #$i (see $CACHE/c
 # ---- host: fuzz targets for a fixed number of executions ----------------
 if [ -d "$REPO/rust/blkcore/fuzz-runner" ]; then
     log "fuzz runner"
-    if (cd "$REPO" && cargo run --release -q -p fuzz-runner -- "${FUZZ_EXECS:-200000}") > "$CACHE/fuzz.log" 2>&1; then
+    if (cd "$REPO" && cargo run --release -q -p blkcore-fuzz-runner -- "${FUZZ_EXECS:-200000}") > "$CACHE/fuzz.log" 2>&1; then
         while read -r line; do record pass "$line"; done < <(grep '^fuzz ' "$CACHE/fuzz.log")
     else
         record fail "fuzz runner crashed (see $CACHE/fuzz.log)"; tail -5 "$CACHE/fuzz.log" >&2

@@ -28,3 +28,13 @@ topology_line() { # dev
 }
 FAILED=0
 finish() { [ "$FAILED" = 0 ]; }
+# unload MODULE: rmmod, retried for a few seconds (a disk that was just
+# scanned can hold a module reference for a moment).
+unload() {
+    local i
+    for i in 1 2 3 4 5 6 7 8 9 10; do
+        rmmod "$1" 2>/dev/null && return 0
+        sleep 0.5
+    done
+    rmmod "$1"
+}

@@ -9,7 +9,7 @@ if insmod /lib/modules/xen-blkfront.ko; then
         not_ok "C xen-blkfront connects"
     fi
     dmesg | grep blkfront | tail -3
-    check "rmmod xen-blkfront" rmmod xen-blkfront
+    check "rmmod xen-blkfront" unload xen_blkfront
 else
     not_ok "insmod xen-blkfront (C baseline)"
 fi

@@ -16,9 +16,9 @@ rm -rf "$dir"; mkdir -p "$dir"
 stage=$dir/stage
 cp -a "$rootfs" "$stage"
 make -C "$SRC_DIR" O="$KDIR" LLVM=-19 ARCH=x86_64 INSTALL_MOD_PATH="$stage" modules_install >/dev/null
-depmod -b "$stage" "$(cat "$KDIR/include/config/kernel.release")"
+depmod -b "$stage" "$(cat "$KDIR/include/config/kernel.release")" >/dev/null
 install -m 755 "$REPO/tools/testing/xen/dom0-init.sh" "$stage/sbin/blkrs-dom0-init"
-mke2fs -q -t ext4 -d "$stage" "$dir/dom0.img" 1500M
+mke2fs -q -t ext4 -d "$stage" "$dir/dom0.img" 1500M >/dev/null
 rm -rf "$stage"
 
 # dom0 initramfs: find the root disk and hand over to blkrs-dom0-init.

@@ -13,10 +13,11 @@ mount -t tmpfs tmpfs /run
 mount -t tmpfs tmpfs /tmp
 mount -t debugfs debugfs /sys/kernel/debug
 mount -t xenfs xenfs /proc/xen
-mkdir -p /run/payload /run/xen /var/log/xen/console /var/lib/xen /var/run/xen
+mkdir -p /run/lock /run/payload /run/xen /var/log/xen/console /var/lib/xen /var/run/xen
 tar -xf /dev/vdc -C /run/payload || echo "dom0: cannot unpack the payload from /dev/vdc"
 sh /run/payload/dom0-run.sh
 echo "DOM0-EXIT: $?"
 sync
-echo o > /proc/sysrq-trigger 2>/dev/null
-poweroff -f
+# Reboot, not halt: Xen then resets the machine and QEMU (-no-reboot) exits.
+# Should sysrq be missing, PID 1 exiting panics dom0, which does the same.
+echo b > /proc/sysrq-trigger

@@ -336,6 +336,8 @@ struct VqSlot {
     requests: AtomicU64,
     /// Device notifications sent.
     notifies: AtomicU64,
+    /// Requests sent back to blk-mq because the ring was full.
+    ring_full: AtomicU64,
 }
 
 /// State shared with blk-mq callbacks and interrupts.
@@ -346,11 +348,13 @@ struct Queues {
 }
 
 impl Queues {
-    fn totals(&self) -> (u64, u64) {
-        self.vqs.iter().fold((0, 0), |(r, n), s| {
+    /// (requests, notifications, ring-full retries) over all queues.
+    fn totals(&self) -> (u64, u64, u64) {
+        self.vqs.iter().fold((0, 0, 0), |(r, n, f), s| {
             (
                 r + s.requests.load(Ordering::Relaxed),
                 n + s.notifies.load(Ordering::Relaxed),
+                f + s.ring_full.load(Ordering::Relaxed),
             )
         })
     }
@@ -395,6 +399,7 @@ impl blkmq::Operations for BlkOps {
                 slot.notifies.fetch_add(1, Ordering::Relaxed);
             }
             return Err(if e == ENOSPC {
+                slot.ring_full.fetch_add(1, Ordering::Relaxed);
                 Status::DEV_RESOURCE
             } else if e == ENOMEM {
                 Status::RESOURCE
@@ -522,6 +527,7 @@ impl virtio::Driver for VirtioBlk {
                         vq <- new_spinlock_irq!(BlkVq::new(vq), "virtio_blk_rs:vq"),
                         requests: AtomicU64::new(0),
                         notifies: AtomicU64::new(0),
+                        ring_full: AtomicU64::new(0),
                     }),
                     GFP_KERNEL,
                 )?,
@@ -633,14 +639,15 @@ impl virtio::Driver for VirtioBlk {
         let disk = self.disk.lock().take();
         // del_gendisk drains in-flight I/O; the tag set goes with the disk.
         drop(disk);
-        let (requests, notifies) = self.queues.totals();
+        let (requests, notifies, ring_full) = self.queues.totals();
         dev_info!(
             dev,
-            "[{}] removed: {} requests, {} notifications on {} queues\n",
+            "[{}] removed: {} requests, {} notifications on {} queues, {} ring-full retries\n",
             self.disk_name.to_str().unwrap_or("?"),
             requests,
             notifies,
-            self.queues.vqs.len()
+            self.queues.vqs.len(),
+            ring_full
         );
     }
 }

@@ -8,6 +8,8 @@ pkgs=xen-utils-4.17,xenstore-utils,kmod,util-linux,iproute2,fio,e2fsprogs,procps
 key=$(echo "$pkgs bookworm" | sha256sum | cut -c1-12)
 root=$CACHE/dom0-rootfs-$key
 if [ -f "$root/.blkfront-done" ]; then echo "$root"; exit 0; fi
+exec 9> "$CACHE/build-dom0-rootfs.sh.lock"; flock 9
+if [ -f "$root/.blkfront-done" ]; then echo "$root"; exit 0; fi
 log "debootstrap dom0 rootfs into $root (about 2 minutes)"
 rm -rf "$root"
 debootstrap --variant=minbase --include="$pkgs" bookworm "$root" \

@@ -11,6 +11,12 @@ out=$CACHE/kbuild-$key
 if [ -f "$out/.blkfront-done" ]; then
     echo "$out"; exit 0
 fi
+# One build at a time: a second caller waits for the first and reuses it.
+exec 9> "$CACHE/kbuild.lock"
+flock 9
+if [ -f "$out/.blkfront-done" ]; then
+    echo "$out"; exit 0
+fi
 log "building test kernel in $out (key $key); takes ~10 minutes on 2 cores"
 # Seed from the newest finished build: kbuild's per-option dependency
 # tracking then rebuilds only what the configuration change touches.

@@ -11,7 +11,11 @@
 # (ours from the repo build, the C one from KDIR), fio, and the scripts under
 # tools/testing/guest/ in /guest/. Results (check lines and KTAP) are appended
 # to $RESULTS by collect_results; the console log is kept in $LOGDIR.
-# Environment: KDIR (default: the cached test kernel), KO_DIR (default: repo).
+# A guest line "HOST-CMD: <command>" is sent to the QEMU monitor (human
+# monitor protocol), e.g. "HOST-CMD: block_resize d0 512M" or
+# "HOST-CMD: device_del vd0": disks are drive d<N>, device vd<N>.
+# Environment: KDIR (default: the cached test kernel), KO_DIR (default: repo),
+# QEMU_EXTRA (more QEMU arguments).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -49,20 +53,37 @@ for spec in "${disks[@]}"; do
     size=${spec%%,*}; opts=${spec#"$size"}
     truncate -s "$size" "$work/disk$i.img"
     qemu_disks+=(-drive "file=$work/disk$i.img,if=none,id=d$i,format=raw,discard=unmap,cache=unsafe"
-        -device "virtio-blk-pci,drive=d$i,serial=rsdisk$i$opts")
+        -device "virtio-blk-pci,drive=d$i,id=vd$i,serial=rsdisk$i$opts")
     i=$((i + 1))
 done
 
 log="$LOGDIR/$label.log"
 log "virtio guest '$label': ${#disks[@]} disk(s), timeout ${timeout}s, log $log"
+# Relay "HOST-CMD:" lines from the console to the monitor socket.
+: > "$log"
+(
+    tail -F -n +1 "$log" 2>/dev/null | sed -un 's/\r//g; s/^HOST-CMD: //p' | while IFS= read -r cmd; do
+        python3 - "$work/monitor.sock" "$cmd" <<'PY'
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+time.sleep(0.2); s.recv(4096)
+s.sendall((sys.argv[2] + "\n").encode())
+time.sleep(0.5)
+PY
+    done
+) &
+relay=$!
 set +e
+# shellcheck disable=SC2086
 timeout --foreground -k 5 "$timeout" qemu-system-x86_64 -accel tcg -cpu qemu64 -smp 2 -m 1024 \
-    -nographic -monitor none -serial stdio -no-reboot \
+    -nographic -monitor "unix:$work/monitor.sock,server,nowait" -serial stdio -no-reboot \
     -kernel "$KDIR/arch/x86/boot/bzImage" -initrd "$work/initramfs.cpio.gz" \
     -append "console=ttyS0 panic=-1 quiet loglevel=6" \
-    "${qemu_disks[@]}" < /dev/null > "$log" 2>&1
+    "${qemu_disks[@]}" ${QEMU_EXTRA:-} < /dev/null >> "$log" 2>&1
 rc=$?
 set -e
+kill "$relay" 2>/dev/null; pkill -P "$relay" 2>/dev/null || true
 ((rc == 124)) && echo "GUEST-TIMEOUT after ${timeout}s" >> "$log"
 collect_results "$log" "$label"
 grep -q '^GUEST-EXIT: 0' <(tr -d '\r' < "$log")

@@ -11,6 +11,8 @@ key=$( { echo "$rootfs"; cat "$KDIR/.blkfront-done" "$KDIR/include/config/kernel
          stat -c %Y "$KDIR/arch/x86/boot/bzImage"; cat "$REPO/tools/testing/xen/dom0-init.sh"; } | sha256sum | cut -c1-16)
 dir=$CACHE/dom0-$key
 if [ -f "$dir/.blkfront-done" ]; then echo "$dir/dom0.img"; exit 0; fi
+exec 9> "$CACHE/build-dom0-image.sh.lock"; flock 9
+if [ -f "$dir/.blkfront-done" ]; then echo "$dir/dom0.img"; exit 0; fi
 log "building dom0 image in $dir"
 rm -rf "$dir"; mkdir -p "$dir"
 stage=$dir/stage

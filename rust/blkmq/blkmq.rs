@@ -137,18 +137,54 @@ pub trait Operations: Sized + 'static {
     /// call must notify the device). On error blk-mq keeps the request:
     /// [`Status::RESOURCE`]/[`Status::DEV_RESOURCE`] retry it later, other
     /// values end it with that status.
+    ///
+    /// Contract (not enforced by the types, hence prefer
+    /// [`Operations::queue_rq_or_reject`]): on `Err` the request must not
+    /// have been ended, completed or handed to hardware.
     fn queue_rq(
         qd: QueueDataRef<'_, Self>,
         hctx: HwQueue,
         rq: Request<Self>,
         last: bool,
-    ) -> core::result::Result<(), Status>;
+    ) -> core::result::Result<(), Status> {
+        let _ = (qd, hctx, last);
+        Err(rq.reject(Status::IOERR).status())
+    }
+
+    /// Like [`Operations::queue_rq`], but a failure gives the request back
+    /// ([`Request::reject`]), so a request can never be both owned by the
+    /// driver (or hardware) and returned to blk-mq. blk-mq calls this one;
+    /// the default forwards to `queue_rq`.
+    fn queue_rq_or_reject(
+        qd: QueueDataRef<'_, Self>,
+        hctx: HwQueue,
+        rq: Request<Self>,
+        last: bool,
+    ) -> core::result::Result<(), Rejected<Self>> {
+        Self::queue_rq(qd, hctx, rq, last).map_err(|status| Rejected { rq: None, status })
+    }
 
     /// Notify the device about requests queued without `last`.
     fn commit_rqs(qd: QueueDataRef<'_, Self>, hctx: HwQueue);
 
     /// Finish a request handed to [`Request::complete`] (softirq context).
     fn complete(qd: QueueDataRef<'_, Self>, rq: Request<Self>);
+}
+
+/// A request `queue_rq_or_reject` gives back to blk-mq with a status:
+/// retried later for [`Status::RESOURCE`]/[`Status::DEV_RESOURCE`], else
+/// ended with it. Made by [`Request::reject`].
+pub struct Rejected<T: Operations> {
+    /// `None` only from the `queue_rq` compatibility path.
+    rq: Option<Request<T>>,
+    status: Status,
+}
+
+impl<T: Operations> Rejected<T> {
+    /// The status blk-mq gets.
+    pub fn status(&self) -> Status {
+        self.status
+    }
 }
 
 /// A hardware queue, identified by its index in the tag set.
@@ -330,6 +366,15 @@ impl<T: Operations> Request<T> {
         // `sg_init_table` in `init_request`.
         let n = unsafe { bindings::__blk_rq_map_sg(self.raw(), self.sg_ptr(), &mut last) };
         u32::try_from(n).map_err(|_| code::EIO)
+    }
+
+    /// Give the request back to blk-mq from `queue_rq_or_reject` with
+    /// `status` (blk-mq requeues or ends it; the driver must not).
+    pub fn reject(self, status: Status) -> Rejected<T> {
+        Rejected {
+            rq: Some(self),
+            status,
+        }
     }
 
     /// Mark the request as started (`blk_mq_start_request`), before handing
@@ -542,9 +587,11 @@ impl<T: Operations> OpsTable<T> {
         let (qd, hq) = unsafe { Self::hctx_parts(hctx) };
         // SAFETY: `bd->rq` is a request of our tag set handed to the driver.
         let (rq, last) = unsafe { (Request::<T>::from_ptr((*bd).rq), (*bd).last) };
-        match T::queue_rq(qd, hq, rq, last) {
+        match T::queue_rq_or_reject(qd, hq, rq, last) {
             Ok(()) => Status::OK.as_raw(),
-            Err(s) => s.as_raw(),
+            // The handle (if any) is dropped without ending the request:
+            // blk-mq owns it again.
+            Err(r) => r.status.as_raw(),
         }
     }
 

@@ -49,7 +49,7 @@ use blkcore::{
     limits::{virtio_limits, QueueLimits},
     virtio::{self as vcfg, offset, ConfigError, VirtioBlkConfig},
 };
-use blkmq::{GenDisk, HwQueue, QueueDataRef, ReqOp, Request, Status, TagSet};
+use blkmq::{GenDisk, HwQueue, QueueDataRef, Rejected, ReqOp, Request, Status, TagSet};
 use virtio::blk::{self as vblk, BlkReq, BlkVq, Command};
 
 module! {
@@ -367,12 +367,12 @@ impl blkmq::Operations for BlkOps {
     type QueueData = Arc<Queues>;
     type RequestData = BlkReq;
 
-    fn queue_rq(
+    fn queue_rq_or_reject(
         qd: ArcBorrow<'_, Queues>,
         hctx: HwQueue,
         mut rq: Request<Self>,
         last: bool,
-    ) -> core::result::Result<(), Status> {
+    ) -> core::result::Result<(), Rejected<Self>> {
         let cmd = match rq.op() {
             ReqOp::Read => Command::Read,
             ReqOp::Write => Command::Write,
@@ -383,29 +383,33 @@ impl blkmq::Operations for BlkOps {
             },
             // Our only driver-private request is GET_ID (`read_serial`).
             ReqOp::DrvIn => Command::GetId,
-            _ => return Err(Status::NOTSUPP),
+            _ => return Err(rq.reject(Status::NOTSUPP)),
         };
-        let slot = qd.vqs.get(hctx.index() as usize).ok_or(Status::IOERR)?;
-        vblk::prepare(&mut rq, cmd, qd.le)?;
+        let Some(slot) = qd.vqs.get(hctx.index() as usize) else {
+            return Err(rq.reject(Status::IOERR));
+        };
+        if let Err(status) = vblk::prepare(&mut rq, cmd, qd.le) {
+            return Err(rq.reject(status));
+        }
 
         let mut vq = slot.vq.lock();
-        if let Err((_rq, e)) = vq.submit(rq) {
+        if let Err((rq, e)) = vq.submit(rq) {
             // Ring full: let the device see what is queued, retry when a
-            // request completes (blk-mq keeps `_rq`).
+            // request completes.
             let kick = vq.kick_prepare();
             drop(vq);
             if let Some(k) = kick {
                 k.notify();
                 slot.notifies.fetch_add(1, Ordering::Relaxed);
             }
-            return Err(if e == ENOSPC {
+            return Err(rq.reject(if e == ENOSPC {
                 slot.ring_full.fetch_add(1, Ordering::Relaxed);
                 Status::DEV_RESOURCE
             } else if e == ENOMEM {
                 Status::RESOURCE
             } else {
                 Status::IOERR
-            });
+            }));
         }
         let kick = if last { vq.kick_prepare() } else { None };
         drop(vq);

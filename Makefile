@@ -45,13 +45,23 @@ clean:
 	$(MAKE) -C $(KDIR) M=$(PWD) clean 2>/dev/null || true
 	find . -name '*_generated.rs' -delete
 
-# One line per problem, before kbuild gets a chance to print a wall of errors.
+# One line per problem, before kbuild gets a chance to print a wall of
+# errors: $(error) stops make with exactly that line.
+kdir_problem = $(if $(wildcard $(KDIR)/Makefile),,KDIR=$(KDIR) is not a kernel build tree (no Makefile); pass KDIR=/path/to/built/linux)
+kconf_problem = $(if $(wildcard $(KCONF)),,KDIR=$(KDIR) is not configured and built (no include/config/auto.conf); run 'make olddefconfig modules_prepare' there)
+rust_problem = $(strip \
+  $(if $(filter y,$(CONFIG_RUST)),,KDIR=$(KDIR) was built without CONFIG_RUST=y; enable Rust (see .config.fragments/rust-kunit.config) and rebuild it) \
+  )
+toolchain_problem = $(strip \
+  $(if $(wildcard $(KDIR)/rust/libkernel.rmeta),,KDIR=$(KDIR) has CONFIG_RUST=y but no rust/libkernel.rmeta (distro headers ship none); run 'make modules_prepare' in a full source tree with the same config, or 'make distro-kdir') \
+  $(if $(filter $(CONFIG_RUSTC_VERSION_TEXT),$(shell $(RUSTC) --version 2>/dev/null)),,rustc on PATH is '$(shell $(RUSTC) --version 2>/dev/null)' but KDIR was built with '$(CONFIG_RUSTC_VERSION_TEXT)'; put that rustc first on PATH (or pass RUSTC=...)) \
+  $(if $(filter $(CONFIG_BINDGEN_VERSION_TEXT),$(shell $(BINDGEN) --version 2>/dev/null)),,bindgen on PATH is '$(shell $(BINDGEN) --version 2>/dev/null)' but KDIR was built with '$(CONFIG_BINDGEN_VERSION_TEXT)'; install that bindgen (or pass BINDGEN=...)) \
+  )
+
 check-kdir:
-	@test -f $(KDIR)/Makefile || { echo "error: KDIR=$(KDIR) is not a kernel build tree (no Makefile); pass KDIR=/path/to/built/linux"; exit 1; }
-	@test -f $(KCONF) || { echo "error: KDIR=$(KDIR) is not configured and built (no include/config/auto.conf); run 'make olddefconfig modules_prepare' there"; exit 1; }
-	@test "$(CONFIG_RUST)" = y || { echo "error: KDIR=$(KDIR) was built without CONFIG_RUST=y; enable Rust (see .config.fragments/rust-kunit.config) and rebuild it"; exit 1; }
-	@test -f $(KDIR)/rust/libkernel.rmeta || { echo "error: KDIR=$(KDIR) has CONFIG_RUST=y but no rust/libkernel.rmeta (distro headers ship none); run 'make modules_prepare' in a full source tree with the same config"; exit 1; }
-	@v="$$($(RUSTC) --version 2>/dev/null)"; test "$$v" = '$(CONFIG_RUSTC_VERSION_TEXT)' || { echo "error: rustc on PATH is '$$v' but KDIR=$(KDIR) was built with '$(CONFIG_RUSTC_VERSION_TEXT)'; put that rustc first on PATH (or RUSTC=...)"; exit 1; }
-	@v="$$($(BINDGEN) --version 2>/dev/null)"; test "$$v" = '$(CONFIG_BINDGEN_VERSION_TEXT)' || { echo "error: bindgen on PATH is '$$v' but KDIR=$(KDIR) was built with '$(CONFIG_BINDGEN_VERSION_TEXT)'; install that bindgen (or BINDGEN=...)"; exit 1; }
+	$(if $(kdir_problem),$(error $(kdir_problem)))
+	$(if $(kconf_problem),$(error $(kconf_problem)))
+	$(if $(rust_problem),$(error $(rust_problem)))
+	$(if $(toolchain_problem),$(error $(toolchain_problem)))
 	@test "$(CONFIG_VIRTIO)" = y || echo "note: KDIR has no CONFIG_VIRTIO=y: virtio_blk_rs.ko is not built"
 	@test "$(CONFIG_XEN)" = y || echo "note: KDIR has no CONFIG_XEN=y: xen_blkfront_rs.ko is not built"

@@ -1,11 +1,13 @@
-# virtio guest: online resize. The host grows the first disk (QEMU monitor
-# `block_resize`) after this script prints RESIZE-READY; the driver must
-# pick up the config change and update the capacity.
+# virtio guest: online resize. The first disk is grown through the QEMU
+# monitor (HOST-CMD: block_resize, relayed by virtio-guest.sh); the driver
+# must pick up the config change and update the capacity.
+#   virtio-guest.sh -d 256M tools/testing/guest/virtio-resize.sh
 . /guest/common.sh
 check "insmod virtio_blk_rs" insmod /lib/modules/virtio_blk_rs.ko
 sleep 1
 before=$(cat /sys/block/vda/size)
 echo "RESIZE-READY size=$before"
+echo "HOST-CMD: block_resize d0 384M"
 i=0
 while [ "$(cat /sys/block/vda/size)" = "$before" ] && [ $i -lt 60 ]; do sleep 1; i=$((i + 1)); done
 after=$(cat /sys/block/vda/size)

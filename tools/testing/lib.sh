@@ -22,7 +22,7 @@ kernel_key() {
 }
 
 # Builds a gzip'd initramfs: static busybox, /init running /test.sh, plus the
-# files given as "SRC:DEST" pairs. The guest's init prints the test script's
+# files given as "SRC:DEST" pairs (and $GUEST_ENV, see below). The guest's init prints the test script's
 # exit status as "GUEST-EXIT: N" and powers off.
 make_initramfs() { # out.cpio.gz SRC:DEST...
     local out=$1; shift
@@ -47,6 +47,12 @@ sync
 poweroff -f
 INIT
     chmod +x "$root/init"
+    # GUEST_ENV="VAR=value ..." becomes /guest/env.sh, which guest/common.sh
+    # sources: how a suite passes expectations and parameters to a script.
+    if [ -n "${GUEST_ENV:-}" ]; then
+        mkdir -p "$root/guest"
+        for pair in $GUEST_ENV; do echo "export $pair"; done > "$root/guest/env.sh"
+    fi
     local pair src dest
     for pair in "$@"; do
         src=${pair%%:*}; dest=${pair#*:}

@@ -1,6 +1,8 @@
 # Sourced by guest check scripts (busybox sh). Each check prints one TAP line
 # ("ok N - name" / "not ok N - name") that the host counts as a result.
 N=0
+# Parameters and expectations a suite passed in (GUEST_ENV on the host).
+[ -r /guest/env.sh ] && . /guest/env.sh
 ok()     { N=$((N + 1)); echo "ok $N - $*"; }
 not_ok() { N=$((N + 1)); echo "not ok $N - $*"; FAILED=1; }
 # check NAME CMD...: passes when CMD exits 0.

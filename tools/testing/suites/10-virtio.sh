@@ -1,5 +1,18 @@
 #!/bin/bash
-# virtio-blk guests: our driver's KUnit suite and disk checks.
+# virtio_blk_rs on QEMU's virtio-blk-pci. Between them the two virtio-io runs
+# cover 512/512, 512/4096 (+ io_min 4K, io_opt 1M) and 4096/4096 disks,
+# 1 and 2 queues, ring sizes 128 and 256; each compares with the C driver.
 set -uo pipefail
 T=$(dirname "$0")/..
-bash "$T/virtio-guest.sh" -l virtio-smoke -d '64M' -d '64M,logical_block_size=512,physical_block_size=4096,min_io_size=4096,opt_io_size=1048576' "$T/guest/virtio-smoke.sh"
+topo='physical_block_size=4096,min_io_size=4096,opt_io_size=1048576'
+bash "$T/virtio-guest.sh" -l virtio-io-512-4k -t 600 \
+    -d '256M,num-queues=1,queue-size=128' \
+    -d "256M,logical_block_size=512,$topo,num-queues=2,queue-size=256" \
+    "$T/guest/virtio-io.sh"
+bash "$T/virtio-guest.sh" -l virtio-io-4k-4k -t 600 \
+    -d '256M,num-queues=2,queue-size=256' \
+    -d "256M,logical_block_size=4096,$topo,num-queues=1,queue-size=128" \
+    "$T/guest/virtio-io.sh"
+bash "$T/virtio-guest.sh" -l virtio-ringfull -d '128M,queue-size=16,indirect_desc=off,num-queues=1' "$T/guest/virtio-ringfull.sh"
+bash "$T/virtio-guest.sh" -l virtio-resize -d 256M "$T/guest/virtio-resize.sh"
+bash "$T/virtio-guest.sh" -l virtio-unplug -d 128M -d 128M "$T/guest/virtio-unplug.sh"

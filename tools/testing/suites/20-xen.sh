@@ -1,5 +1,12 @@
 #!/bin/bash
-# Real Xen: the C xen-blkfront baseline, then ours, on the same backend.
+# xen_blkfront_rs on real Xen with Linux's xen-blkback: persistent grants on
+# and off, 4K and 512-byte physical sectors, io sizes published by the
+# hotplug script; the C xen-blkfront runs first in the compare run and its
+# limits are recorded beside ours.
 set -uo pipefail
 T=$(dirname "$0")/..
-bash "$T/xen-guest.sh" -l xen-smoke-p1-b4096 -p 1 -b 4096 -m 4096 -o 1048576 "$T/guest/xen-smoke.sh"
+GUEST_ENV="XEN_EXPECT_PHYS=4096 XEN_EXPECT_MIN_IO=4096 XEN_EXPECT_OPT_IO=1048576" \
+    bash "$T/xen-guest.sh" -l xen-io-p1-b4096 -p 1 -b 4096 -m 4096 -o 1048576 "$T/guest/xen-io.sh"
+GUEST_ENV="XEN_EXPECT_PHYS=512 XEN_EXPECT_MIN_IO=512 XEN_EXPECT_OPT_IO=0" \
+    bash "$T/xen-guest.sh" -l xen-io-p0-b512 -p 0 -b 512 "$T/guest/xen-io.sh"
+bash "$T/xen-guest.sh" -l xen-compare-p1-b4096 -p 1 -b 4096 -m 4096 -o 1048576 "$T/guest/xen-compare.sh"

@@ -29,19 +29,32 @@
 
 use core::{
     ffi::c_void,
-    fmt::{self, Write},
+    fmt::{
+        self,
+        Write, //
+    },
     marker::PhantomData,
-    mem::{align_of, size_of},
+    mem::{
+        align_of,
+        size_of, //
+    },
     ptr::NonNull,
 };
 
 use kernel::{
     bindings,
     device::Device,
-    error::{code, from_err_ptr, to_result},
+    error::{
+        code,
+        from_err_ptr,
+        to_result, //
+    },
     prelude::*,
     sync::Arc,
-    types::{ForeignOwnable, Opaque},
+    types::{
+        ForeignOwnable,
+        Opaque, //
+    },
 };
 
 use crate::blkcore::limits::QueueLimits;

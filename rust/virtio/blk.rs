@@ -12,10 +12,20 @@
 
 use core::marker::PhantomData;
 
-use kernel::{bindings, prelude::*};
+use kernel::{
+    bindings,
+    prelude::*, //
+};
 
-use super::{Notifier, Virtqueue};
-use crate::blkmq::{Operations, Request, Status};
+use super::{
+    Notifier,
+    Virtqueue, //
+};
+use crate::blkmq::{
+    Operations,
+    Request,
+    Status, //
+};
 
 /// `VIRTIO_BLK_T_IN`: read.
 pub const VIRTIO_BLK_T_IN: u32 = 0;

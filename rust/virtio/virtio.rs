@@ -21,9 +21,19 @@
 //! Config-change interrupts are deferred to process context: `T::config_changed`
 //! may sleep.
 
-use core::{ffi::c_void, marker::PhantomData, ptr::NonNull};
+use core::{
+    ffi::c_void,
+    marker::PhantomData,
+    ptr::NonNull, //
+};
 
-use kernel::{bindings, device, error::code, ffi, prelude::*};
+use kernel::{
+    bindings,
+    device,
+    error::code,
+    ffi,
+    prelude::*, //
+};
 
 pub mod blk;
 

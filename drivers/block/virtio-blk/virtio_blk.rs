@@ -12,13 +12,23 @@
 //! outside the lock and only for the last request of a batch (`bd->last`,
 //! `commit_rqs`). Notifications are counted per disk and reported at remove.
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{
+    AtomicU64,
+    Ordering, //
+};
 
 use kernel::{
-    c_str, new_mutex, new_spinlock_irq,
+    c_str,
+    new_mutex,
+    new_spinlock_irq,
     prelude::*,
     str::CString,
-    sync::{Arc, ArcBorrow, Mutex, SpinLockIrq},
+    sync::{
+        Arc,
+        ArcBorrow,
+        Mutex,
+        SpinLockIrq, //
+    }, //
 };
 
 #[path = "../../../rust/blkcore/src/tree.rs"]
@@ -46,11 +56,33 @@ mod blkmq;
 mod virtio;
 
 use blkcore::{
-    limits::{virtio_limits, QueueLimits},
-    virtio::{self as vcfg, offset, ConfigError, VirtioBlkConfig},
+    limits::{
+        virtio_limits,
+        QueueLimits, //
+    },
+    virtio::{
+        self as vcfg,
+        offset,
+        ConfigError,
+        VirtioBlkConfig, //
+    },
 };
-use blkmq::{GenDisk, HwQueue, QueueDataRef, Rejected, ReqOp, Request, Status, TagSet};
-use virtio::blk::{self as vblk, BlkReq, BlkVq, Command};
+use blkmq::{
+    GenDisk,
+    HwQueue,
+    QueueDataRef,
+    Rejected,
+    ReqOp,
+    Request,
+    Status,
+    TagSet, //
+};
+use virtio::blk::{
+    self as vblk,
+    BlkReq,
+    BlkVq,
+    Command, //
+};
 
 module! {
     type: VirtioBlkModule,

@@ -453,9 +453,11 @@ unsafe extern "C" fn probe_cb<T: Driver>(vdev: *mut shim::virtio_device) -> ffi:
 ///
 /// `st` is the `DevState<T>` published in `vdev`'s `priv`.
 unsafe fn remove_state<T: Driver>(vdev: *mut shim::virtio_device, st: *mut DevState<T>) {
-    // SAFETY: per contract. Order: no more config work, the driver tears
-    // down (disk deleted: no I/O in flight), reset + delete the queues (no
-    // more interrupts), unpublish, free.
+    // SAFETY: per contract. Order: no more config work (the virtio core
+    // disabled config-change callbacks before calling remove, and never
+    // enabled them on a failed probe, so nothing reschedules it), the driver
+    // tears down (disk deleted: no I/O in flight), reset + delete the queues
+    // (no more interrupts), unpublish, free.
     unsafe {
         shim::blkfront_rs_work_free_sync((*st).work.as_ptr());
         T::remove((*st).data.as_ref(), Device::from_raw(vdev));

@@ -10,7 +10,8 @@
 # -b N     physical_block_size of dom0's backing disk (default 512)
 # -m/-o    min/opt I/O size of the backing disk; the hotplug script publishes
 #          them as minimum-io-size / optimal-io-size (our blkif extension)
-# The domU gets /lib/modules/{xen_blkfront_rs,xen-blkfront}.ko, fio and
+# The domU gets /lib/modules/{xen_blkfront_rs,xen-blkfront}.ko, fio, sfdisk,
+# mkfs.ext4/dumpe2fs (when the host has them) and
 # tools/testing/guest/*.sh as /guest/*. Results go to $RESULTS.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -41,6 +42,12 @@ for g in "$REPO"/tools/testing/guest/*.sh; do files+=("$g:/guest/$(basename "$g"
 c_ko=$(find "$KDIR/drivers/block" -name xen-blkfront.ko | head -1)
 [ -n "$c_ko" ] && files+=("$c_ko:/lib/modules/xen-blkfront.ko")
 while IFS= read -r p; do files+=("$p"); done < <(binary_with_libs "$(command -v fio)"; binary_with_libs "$(command -v lsblk)")
+# Partitioning and mkfs for the alignment benchmark, when the host has them.
+for b in sfdisk mkfs.ext4 dumpe2fs; do
+    bp=$(command -v $b) || continue
+    while IFS= read -r p; do files+=("$p"); done < <(binary_with_libs "$bp")
+done
+[ -f /etc/mke2fs.conf ] && files+=("/etc/mke2fs.conf:/etc/mke2fs.conf")
 mkdir -p "$work/payload"
 make_initramfs "$work/payload/domU.cpio.gz" "${files[@]}"
 cp "$KDIR/arch/x86/boot/bzImage" "$work/payload/domU-bzImage"

@@ -1,0 +1,205 @@
+# Guest side of tools/testing/bench/seeds.sh (busybox sh). The host prepends
+# the settings below and passes the result to virtio-guest.sh / xen-guest.sh
+# as the guest's /test.sh:
+#   EXPS     experiments to run here: indirect persist align virtio
+#   REPS     repetitions per point          RT  fio runtime per rep (s)
+#   SEGS     max_indirect_segments (both)   BSS persist block sizes
+#   ABSS     alignment write sizes          VWL virtio workloads
+#   OPS      indirect/persist directions    PERSIST blkback feature_persistent
+#   JOBS     concurrent fio jobs for persist (aggregate MB/s)
+# Prints one "BENCH exp=... key=value ..." line per measured repetition (the
+# host computes min/median/max) and TAP lines for the steps that must work.
+# A number that could not be measured is printed as NA: the host rejects it.
+. /guest/common.sh
+: "${EXPS:=}" "${REPS:=3}" "${RT:=3}" "${SEGS:=32}" "${BSS:=4k 64k 1M}"
+: "${ABSS:=512 2k 4k 8k}" "${VWL:=qd1 qd32 seqread seqwrite}" "${OPS:=write read}"
+: "${PERSIST:=?}" "${JOBS:=1}"
+echo 1 > /proc/sys/kernel/printk 2>/dev/null
+MB=/tmp/bench
+
+# fio_one NAME DEV RW BS EXTRA...: one time-based fio run; prints
+# "KIB BW_KIBPS IOPS" summed over directions (NA NA NA on failure).
+fio_one() {
+    local dev=$1 rw=$2 bs=$3 out; shift 3
+    out=$(fio --name=b --filename="/dev/$dev" --direct=1 --rw="$rw" --bs="$bs" \
+        --runtime="$RT" --time_based --group_reporting \
+        --output-format=terse --terse-version=3 "$@" 2>/tmp/fio.err | grep '^3;' | tail -1)
+    if [ -z "$out" ]; then
+        echo "fio failed: rw=$rw bs=$bs $*: $(head -c 300 /tmp/fio.err)" >&2
+        echo "NA NA NA"; return 1
+    fi
+    echo "$out" | awk -F';' '{ printf "%d %d %d\n", $6 + $47, $7 + $48, $8 + $49 }'
+}
+mbps() { awk -v k="$1" 'BEGIN { if (k == "NA") print "NA"; else printf "%.2f", k * 1.024 / 1000 }'; }
+per_mib() { # COUNT KIB
+    awk -v c="$1" -v k="$2" 'BEGIN { if (c == "NA" || k == "NA" || k == 0) print "NA"; else printf "%.3f", c * 1024 / k }'
+}
+dl() { awk -v a="$1" -v b="$2" 'BEGIN { if (a ~ /^[0-9]+$/ && b ~ /^[0-9]+$/) print b - a; else print "NA" }'; }
+diskios() { awk '{ print $1 + $5 }' "/sys/block/$1/stat" 2>/dev/null || echo NA; }
+
+# ---------------------------------------------------------------- Xen ----
+D=xvda
+RSSTATS=/sys/kernel/debug/xen_blkfront_rs-$D/stats
+rsstat() { awk -v k="$1:" '$1 == k { print $2; f = 1 } END { if (!f) print "NA" }' "$RSSTATS" 2>/dev/null || echo NA; }
+wait_disk() { # DEV [present|absent]
+    local i
+    for i in $(seq 1 60); do
+        if [ "${2:-present}" = present ]; then [ -e "/sys/block/$1" ] && return 0
+        else [ -e "/sys/block/$1" ] || return 0; fi
+        sleep 0.25
+    done
+    return 1
+}
+xen_load() { # c|rs [PARAM=VALUE...]
+    local drv=$1; shift
+    if [ "$drv" = c ]; then insmod /lib/modules/xen-blkfront.ko "$@"
+    else insmod /lib/modules/xen_blkfront_rs.ko "$@"; fi || { not_ok "insmod $drv${*:+ $*}"; return 1; }
+    if ! wait_disk $D; then
+        not_ok "$drv${*:+ $*}: $D appears"
+        dmesg | tail -15 | sed 's/^/DMESG: /'
+        xen_unload "$drv"
+        return 1
+    fi
+    [ "$drv" = c ] || for i in $(seq 1 20); do [ -r "$RSSTATS" ] && break; sleep 0.25; done
+    sleep 0.5
+}
+xen_unload() { # c|rs
+    local dir=vbd mod=xen_blkfront dev
+    [ "$1" = rs ] && { dir=xen_blkfront_rs; mod=xen_blkfront_rs; }
+    for dev in /sys/bus/xen/drivers/$dir/vbd-*; do
+        [ -e "$dev" ] && echo "$(basename "$dev")" > /sys/bus/xen/drivers/$dir/unbind
+    done
+    wait_disk $D absent
+    unload $mod || not_ok "rmmod $mod"
+}
+# xen_point EXP DRIVER "ID-KEYS" RW BS [fio args]: REPS runs, one BENCH line
+# each with MB/s, ring requests per MiB and (ours) bytes copied per MiB.
+xen_point() {
+    local exp=$1 drv=$2 ids=$3 rw=$4 bs=$5 r kib bw iops i0 i1 r0 r1 c0 c1 n0 n1 extra fargs; shift 5
+    fargs="$*"
+    for r in $(seq 1 "$REPS"); do
+        i0=$(diskios $D); r0=$(rsstat requests); c0=$(rsstat bytes_copied); n0=$(rsstat notifications)
+        set -- $(fio_one $D "$rw" "$bs" $fargs); kib=$1 bw=$2 iops=$3
+        i1=$(diskios $D); r1=$(rsstat requests); c1=$(rsstat bytes_copied); n1=$(rsstat notifications)
+        if [ "$drv" = rs ]; then
+            extra="reqs_per_mib=$(per_mib "$(dl "$r0" "$r1")" "$kib") copied_per_mib=$(per_mib "$(dl "$c0" "$c1")" "$kib") notifs_per_req=$(awk -v n="$(dl "$n0" "$n1")" -v q="$(dl "$r0" "$r1")" 'BEGIN { if (q ~ /^[0-9]+$/ && q > 0 && n ~ /^[0-9]+$/) printf "%.3f", n / q; else print "NA" }') blk_reqs_per_mib=$(per_mib "$(dl "$i0" "$i1")" "$kib")"
+        else
+            extra="reqs_per_mib=$(per_mib "$(dl "$i0" "$i1")" "$kib")"
+        fi
+        echo "BENCH exp=$exp driver=$drv $ids op=$rw bs=$bs rep=$r mbps=$(mbps "$bw") iops=$iops $extra"
+    done
+}
+c_bounce() { dmesg | grep "blkfront: $D:" | tail -1 | grep -o 'bounce buffer: [a-z]*' | awk '{ print $3 }'; }
+
+# The C xen-blkfront binds a vbd once per boot: after an unbind it stays
+# Closed (it never goes back to Initialising), so a second insmod of it, with
+# any parameters, never connects. Each Xen boot therefore loads C once, runs
+# every Xen experiment of the boot, unloads it, then does the same with ours.
+exp_indirect() { # DRIVER (loaded with max_indirect_segments=$SEGS)
+    local op
+    echo "BENCH-INFO exp=indirect driver=$1 segs=$SEGS max_segments=$(q $D max_segments) max_hw_kb=$(q $D max_hw_sectors_kb)"
+    for op in $OPS; do
+        xen_point indirect $1 "segs=$SEGS" "$op" 1M --size=256M
+    done
+}
+exp_persist() { # DRIVER
+    local bs op b
+    if [ "$1" = c ]; then b=$(c_bounce); else b=$(rsstat bounce_buffer); fi
+    echo "BENCH-INFO exp=persist driver=$1 persistent=$PERSIST bounce=${b:-NA} dmesg=$(dmesg | grep -o "$D: flush.*" | tail -1 | tr ' ;' '_,')"
+    for bs in $BSS; do
+        for op in $OPS; do
+            xen_point persist $1 "persistent=$PERSIST jobs=$JOBS" "$op" "$bs" --size=64M --numjobs="$JOBS" --offset_increment=64M
+        done
+    done
+}
+exp_align() { # DRIVER
+    local drv=$1 bs start blk stride stripe
+    echo "BENCH exp=aligntopo driver=$drv phys=$(q $D physical_block_size) logical=$(q $D logical_block_size) io_min=$(q $D minimum_io_size) io_opt=$(q $D optimal_io_size) align_off=$(cat /sys/block/$D/alignment_offset)"
+    for bs in $ABSS; do
+        xen_point align $drv "phys=$(q $D physical_block_size)" randwrite "$bs" --size=64M
+    done
+    # Partition with util-linux's default alignment, then mkfs.ext4 on it.
+    start=NA blk=NA stride=NA stripe=NA
+    if command -v sfdisk >/dev/null && echo 'label: dos
+size=256MiB, type=L' | sfdisk -q /dev/$D >/tmp/sfdisk.out 2>&1; then
+        wait_disk ${D}1 || sleep 1
+        start=$(cat /sys/block/$D/${D}1/start 2>/dev/null || echo NA)
+        ok "$drv: sfdisk partition at sector $start"
+    else
+        not_ok "$drv: sfdisk ($(head -c 200 /tmp/sfdisk.out 2>/dev/null))"
+    fi
+    if command -v mkfs.ext4 >/dev/null && [ -b /dev/${D}1 ] && mkfs.ext4 -F -E nodiscard /dev/${D}1 >/tmp/mkfs.out 2>&1; then
+        dumpe2fs -h /dev/${D}1 > /tmp/dumpe2fs.out 2>/dev/null
+        blk=$(awk -F: '/^Block size:/ { gsub(/ /, "", $2); print $2 }' /tmp/dumpe2fs.out)
+        stride=$(awk -F: '/^RAID stride:/ { gsub(/ /, "", $2); print $2 }' /tmp/dumpe2fs.out)
+        stripe=$(awk -F: '/^RAID stripe width:/ { gsub(/ /, "", $2); print $2 }' /tmp/dumpe2fs.out)
+        ok "$drv: mkfs.ext4"
+    else
+        not_ok "$drv: mkfs.ext4 ($(tail -c 200 /tmp/mkfs.out 2>/dev/null))"
+    fi
+    grep -i 'warn\|creating filesystem' /tmp/mkfs.out 2>/dev/null | sed "s/^/MKFS $drv: /"
+    echo "BENCH exp=alignfs driver=$drv part_start=$start part_start_aligned=$(awk -v s="$start" -v p="$(q $D physical_block_size)" 'BEGIN { if (s == "NA") print "NA"; else print ((s * 512) % p == 0) ? 1 : 0 }') part_align_off=$(cat /sys/block/$D/${D}1/alignment_offset 2>/dev/null || echo NA) ext4_block=${blk:-NA} stride=${stride:-0} stripe_width=${stripe:-0}"
+    dd if=/dev/zero of=/dev/$D bs=4k count=256 oflag=direct 2>/dev/null   # wipe the label
+    blockdev --rereadpt /dev/$D 2>/dev/null
+}
+xen_driver() { # DRIVER: one load, every Xen experiment of this boot, unload
+    local e
+    xen_load $1 max_indirect_segments=$SEGS || return
+    for e in $EXPS; do
+        echo "BENCH-PHASE $e $1 start $(cut -d' ' -f1 /proc/uptime)"
+        exp_$e $1
+    done
+    xen_unload $1
+}
+
+# ------------------------------------------------------------- virtio ----
+vdisk() { ls /sys/block | grep '^vd' | head -1; }
+virtio_load() { # c|rs
+    if [ "$1" = c ]; then insmod /lib/modules/virtio_blk.ko; else insmod /lib/modules/virtio_blk_rs.ko; fi ||
+        { not_ok "insmod virtio $1"; return 1; }
+    for i in $(seq 1 40); do [ -n "$(vdisk)" ] && break; sleep 0.25; done
+    [ -n "$(vdisk)" ] || { not_ok "virtio $1: disk appears"; return 1; }
+    sleep 0.3
+}
+virtio_unload() { if [ "$1" = c ]; then unload virtio_blk; else unload virtio_blk_rs; fi; }
+virtio_args() { # workload -> "RW BS fio-args"
+    case $1 in
+        qd1) echo "randread 4k --ioengine=psync --size=128M" ;;
+        qd32) echo "randread 4k --ioengine=libaio --iodepth=32 --size=128M" ;;
+        seqread) echo "read 1M --ioengine=libaio --iodepth=4 --size=128M" ;;
+        seqwrite) echo "write 1M --ioengine=libaio --iodepth=4 --size=128M" ;;
+    esac
+}
+exp_virtio() {
+    local w drv r d kib bw iops line req nt npr
+    virtio_load c && d=$(vdisk) && dd if=/dev/urandom of=/tmp/r bs=1M count=1 2>/dev/null &&
+        for i in $(seq 0 127); do cat /tmp/r; done | dd of=/dev/$d bs=1M oflag=direct 2>/dev/null
+    virtio_unload c
+    for w in $VWL; do
+        for drv in c rs; do
+            for r in $(seq 1 "$REPS"); do
+                virtio_load $drv || continue
+                d=$(vdisk)
+                set -- $(fio_one "$d" $(virtio_args $w)); kib=$1 bw=$2 iops=$3
+                virtio_unload $drv
+                npr=
+                if [ "$drv" = rs ]; then
+                    line=$(dmesg | grep 'removed:.*requests.*notifications' | tail -1)
+                    req=$(echo "$line" | sed -n 's/.*removed: \([0-9]*\) requests, \([0-9]*\) notifications.*/\1/p')
+                    nt=$(echo "$line" | sed -n 's/.*removed: \([0-9]*\) requests, \([0-9]*\) notifications.*/\2/p')
+                    npr=" notifs_per_req=$(awk -v n="$nt" -v q="$req" 'BEGIN { if (q ~ /^[0-9]+$/ && q > 0 && n ~ /^[0-9]+$/) printf "%.3f", n / q; else print "NA" }')"
+                fi
+                echo "BENCH exp=virtio driver=$drv wl=$w rep=$r mbps=$(mbps "$bw") iops=$iops$npr"
+            done
+        done
+    done
+}
+
+if [ "$EXPS" = virtio ]; then
+    exp_virtio
+else
+    xen_driver c
+    xen_driver rs
+fi
+echo "BENCH-PHASE end $(cut -d' ' -f1 /proc/uptime)"
+finish

@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""Turns the guests' BENCH lines into tables, CSVs and gnuplot PNGs.
+
+    report.py OUTDIR            (reads OUTDIR/config.json and OUTDIR/logs/*.log)
+
+Prints the tables on stdout, writes OUTDIR/<experiment>.csv and .png, and
+exits 1 when a point the configuration asked for is missing or has a number
+that does not parse (never because a number is small).
+"""
+import glob
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+
+METRICS = ("mbps", "iops", "reqs_per_mib", "blk_reqs_per_mib", "copied_per_mib", "notifs_per_req")
+LINE = re.compile(r"(BENCH(?:-INFO)?) (exp=\S+(?: \S+=\S*)*)")
+
+out = sys.argv[1]
+cfg = json.load(open(os.path.join(out, "config.json")))
+problems = []
+
+
+def num(v):
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if f == f and f not in (float("inf"), float("-inf")) else None
+
+
+recs, infos = [], []
+for log in sorted(glob.glob(os.path.join(out, "logs", "*.log"))):
+    for raw in open(log, errors="replace"):
+        m = LINE.search(raw.replace("\r", ""))
+        if not m:
+            continue
+        kv = dict(x.split("=", 1) for x in m.group(2).split())
+        (infos if m.group(1) == "BENCH-INFO" else recs).append(kv)
+
+# Group repetitions: identity = every key that is not a metric or "rep".
+groups = {}
+for r in recs:
+    ident = tuple((k, v) for k, v in r.items() if k not in METRICS and k != "rep")
+    groups.setdefault(ident, []).append(r)
+
+
+def stat(rows, metric):
+    vals = [num(r.get(metric)) for r in rows if metric in r]
+    if not vals:
+        return None
+    if any(v is None for v in vals):
+        return "bad"
+    return (min(vals), statistics.median(vals), max(vals), len(vals))
+
+
+def point(want, metric, required=True, label=""):
+    """min/med/max/n of METRIC over the group whose identity contains WANT."""
+    rows = [r for ident, rs in groups.items() if all(dict(ident).get(k) == v for k, v in want.items()) for r in rs]
+    s = stat(rows, metric) if rows else None
+    if s is None or s == "bad":
+        if required:
+            problems.append(f"{label or want}: {metric} {'missing' if s is None else 'not a number'}")
+        return None
+    if s[3] < cfg["reps"] and required:
+        problems.append(f"{label or want}: {metric} has {s[3]} of {cfg['reps']} repetitions")
+    return s
+
+
+def f(s, nd=1):
+    return "-" if s is None else f"{s[1]:.{nd}f}"
+
+
+def rng(s, nd=1):
+    return "-" if s is None else f"{s[1]:.{nd}f} [{s[0]:.{nd}f}-{s[2]:.{nd}f}]"
+
+
+def ratio(a, b):
+    return "-" if a is None or b is None or b[1] == 0 else f"{a[1] / b[1]:.2f}"
+
+
+def csv(name, header, rows):
+    with open(os.path.join(out, name + ".csv"), "w") as fh:
+        fh.write(",".join(header) + "\n")
+        for row in rows:
+            fh.write(",".join("" if c is None else str(c) for c in row) + "\n")
+
+
+def mmm(s):
+    return [None, None, None, None] if s is None else [s[3], s[0], s[1], s[2]]
+
+
+def table(title, header, rows):
+    w = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    print(f"\n== {title}")
+    for row in [header] + rows:
+        print("  ".join(str(c).rjust(n) for c, n in zip(row, w)))
+
+
+plots = []
+
+
+def gnuplot(name, script, data):
+    dat = os.path.join(out, name + ".dat")
+    with open(dat, "w") as fh:
+        fh.write(data)
+    with open(os.path.join(out, name + ".gp"), "w") as fh:
+        fh.write(f"set terminal pngcairo size 1000,600 noenhanced\nset output '{os.path.join(out, name + '.png')}'\n"
+                 "set grid\nset key outside right top\n" + script.replace("DAT", dat))
+    plots.append(name)
+
+
+# ---- 1. indirect sweep ------------------------------------------------------
+if "indirect" in cfg["exps"]:
+    rows, csvrows, dat = [], [], ""
+    for op in cfg["ops"]:
+        dat += f"# op={op}: segs c_med c_min c_max rs_med rs_min rs_max c_reqs rs_reqs\n"
+        for segs in cfg["segs"]:
+            p = {}
+            for drv in ("c", "rs"):
+                w = {"exp": "indirect", "driver": drv, "segs": str(segs), "op": op}
+                lab = f"indirect {drv} segs={segs} {op}"
+                p[drv] = (point(w, "mbps", label=lab), point(w, "reqs_per_mib", label=lab),
+                          point(w, "copied_per_mib", drv == "rs", lab), point(w, "notifs_per_req", False, lab))
+                hw = next((i.get("max_hw_kb") for i in infos if i.get("exp") == "indirect" and i.get("driver") == drv and i.get("segs") == str(segs)), None)
+                csvrows.append([segs, op, drv] + mmm(p[drv][0]) + [f(p[drv][1], 3), f(p[drv][2], 0) if drv == "rs" else "", f(p[drv][3], 3) if drv == "rs" else "", hw])
+            rows.append([segs, op, rng(p["c"][0]), rng(p["rs"][0]), ratio(p["rs"][0], p["c"][0]), f(p["c"][1], 2), f(p["rs"][1], 2), f(p["rs"][3], 3)])
+            if p["c"][0] and p["rs"][0]:
+                c, r = p["c"][0], p["rs"][0]
+                dat += f"{segs} {c[1]} {c[0]} {c[2]} {r[1]} {r[0]} {r[2]} {p['c'][1][1] if p['c'][1] else 0} {p['rs'][1][1] if p['rs'][1] else 0}\n"
+        dat += "\n\n"
+    table("Xen indirect sweep: sequential 1 MiB O_DIRECT, MB/s median [min-max]; ring requests per MiB",
+          ["segs", "op", "C MB/s", "ours MB/s", "ours/C", "C req/MiB", "ours req/MiB", "ours notif/req"], rows)
+    csv("indirect", ["segs", "op", "driver", "n", "mbps_min", "mbps_median", "mbps_max", "reqs_per_mib_median", "copied_per_mib_median", "notifs_per_req_median", "max_hw_sectors_kb"], csvrows)
+    plot = "set multiplot layout 1,2 title 'Xen indirect sweep (1 MiB sequential O_DIRECT)'\nset logscale x 2\nset xlabel 'max_indirect_segments'\nset ylabel 'MB/s'\nplot "
+    plot += ", ".join(f"'DAT' index {i} using 1:2:3:4 with yerrorlines title 'C {op}', 'DAT' index {i} using 1:5:6:7 with yerrorlines title 'ours {op}'" for i, op in enumerate(cfg["ops"]))
+    plot += "\nset ylabel 'ring requests per MiB'\nplot " + ", ".join(f"'DAT' index {i} using 1:8 with linespoints title 'C {op}', 'DAT' index {i} using 1:9 with linespoints title 'ours {op}'" for i, op in enumerate(cfg["ops"]))
+    gnuplot("indirect", plot + "\nunset multiplot\n", dat)
+
+# ---- 2. persistent grants -----------------------------------------------------
+if "persist" in cfg["exps"]:
+    rows, csvrows, dat = [], [], "# label c_med c_min c_max rs_med rs_min rs_max\n"
+    for pers in cfg["persistent"]:
+        bounce = {d: next((i.get("bounce") for i in infos if i.get("exp") == "persist" and i.get("driver") == d and i.get("persistent") == str(pers)), "?") for d in ("c", "rs")}
+        for bs in cfg["bss"]:
+            for op in cfg["ops"]:
+                p = {}
+                for drv in ("c", "rs"):
+                    w = {"exp": "persist", "driver": drv, "persistent": str(pers), "bs": bs, "op": op}
+                    lab = f"persist p={pers} {drv} bs={bs} {op}"
+                    p[drv] = (point(w, "mbps", label=lab), point(w, "copied_per_mib", drv == "rs", lab))
+                    csvrows.append([pers, bs, op, drv, cfg["jobs"]] + mmm(p[drv][0]) + [f(p[drv][1], 0) if drv == "rs" else "", bounce[drv]])
+                rows.append([pers, bs, op, rng(p["c"][0]), rng(p["rs"][0]), ratio(p["rs"][0], p["c"][0]), bounce["c"], bounce["rs"], f(p["rs"][1], 0)])
+                if p["c"][0] and p["rs"][0]:
+                    c, r = p["c"][0], p["rs"][0]
+                    dat += f"\"p{pers} {bs} {op}\" {c[1]} {c[0]} {c[2]} {r[1]} {r[0]} {r[2]}\n"
+    table(f"Xen persistent grants: {cfg['jobs']} fio job(s) in 1 domU, aggregate MB/s median [min-max]; bytes copied per MiB",
+          ["feature_persistent", "bs", "op", "C MB/s", "ours MB/s", "ours/C", "C bounce", "ours bounce", "ours copied B/MiB"], rows)
+    csv("persistent", ["feature_persistent", "bs", "op", "driver", "jobs", "n", "mbps_min", "mbps_median", "mbps_max", "copied_bytes_per_mib_median", "bounce_buffer"], csvrows)
+    gnuplot("persistent", "set title 'Xen persistent grants (blkback feature_persistent)'\nset style data histogram\n"
+            "set style histogram errorbars gap 1 lw 1\nset style fill solid 0.6 border -1\nset xtics rotate by -30\nset logscale y\nset ylabel 'MB/s'\n"
+            "plot 'DAT' using 2:3:4:xtic(1) title 'C xen-blkfront', '' using 5:6:7 title 'ours'\n", dat)
+
+# ---- 3. alignment ---------------------------------------------------------------
+if "align" in cfg["exps"]:
+    trows, csvrows = [], []
+    for drv in ("c", "rs"):
+        t = next((r for r in recs if r.get("exp") == "aligntopo" and r.get("driver") == drv), None)
+        fs = next((r for r in recs if r.get("exp") == "alignfs" and r.get("driver") == drv), None)
+        if t is None:
+            problems.append(f"align {drv}: topology missing")
+            t = {}
+        if fs is None or num(fs.get("part_start")) is None or num(fs.get("ext4_block")) is None:
+            problems.append(f"align {drv}: partition/mkfs result missing or not a number ({fs})")
+            fs = fs or {}
+        for k in ("phys", "io_min", "io_opt"):
+            if num(t.get(k)) is None:
+                problems.append(f"align {drv}: {k} missing")
+        trows.append([drv, t.get("logical"), t.get("phys"), t.get("io_min"), t.get("io_opt"), fs.get("part_start"), fs.get("part_start_aligned"), fs.get("ext4_block"), fs.get("stride"), fs.get("stripe_width")])
+    table("Alignment: backing disk 4096-byte physical sectors (min_io 4096, opt_io published); what each driver reports and what sfdisk/mkfs.ext4 make of it",
+          ["driver", "logical", "phys", "io_min", "io_opt", "part start (sector)", "aligned", "ext4 block", "stride", "stripe width"], trows)
+    rows, dat = [], "# bs c_med c_min c_max rs_med rs_min rs_max\n"
+    for bs in cfg["abss"]:
+        p = {}
+        for drv in ("c", "rs"):
+            w = {"exp": "align", "driver": drv, "bs": bs}
+            p[drv] = (point(w, "iops", label=f"align {drv} bs={bs}"), point(w, "mbps", label=f"align {drv} bs={bs}"))
+            tr = next(r for r in trows if r[0] == drv)
+            csvrows.append([drv, bs] + mmm(p[drv][0]) + [f(p[drv][1], 2)] + tr[1:])
+        rows.append([bs, rng(p["c"][0], 0), rng(p["rs"][0], 0), ratio(p["rs"][0], p["c"][0]), f(p["c"][1], 2), f(p["rs"][1], 2)])
+        if p["c"][0] and p["rs"][0]:
+            c, r = p["c"][0], p["rs"][0]
+            dat += f"{bs} {c[1]} {c[0]} {c[2]} {r[1]} {r[0]} {r[2]}\n"
+    table("Alignment: random O_DIRECT writes, IOPS median [min-max]", ["bs", "C IOPS", "ours IOPS", "ours/C", "C MB/s", "ours MB/s"], rows)
+    csv("align", ["driver", "bs", "n", "iops_min", "iops_median", "iops_max", "mbps_median", "logical", "phys", "io_min", "io_opt", "part_start", "part_start_aligned", "ext4_block", "ext4_stride", "ext4_stripe_width"], csvrows)
+    gnuplot("align", "set title 'Random O_DIRECT writes on a 4K-physical-sector backend'\nset style data histogram\n"
+            "set style histogram errorbars gap 1 lw 1\nset style fill solid 0.6 border -1\nset ylabel 'IOPS'\nset xlabel 'write size'\n"
+            "plot 'DAT' using 2:3:4:xtic(1) title 'C xen-blkfront', '' using 5:6:7 title 'ours'\n", dat)
+
+# ---- 4. virtio ------------------------------------------------------------------
+if "virtio" in cfg["exps"]:
+    names = {"qd1": ("4k randread QD1", "iops"), "qd32": ("4k randread QD32", "iops"), "seqread": ("1M seq read", "mbps"), "seqwrite": ("1M seq write", "mbps")}
+    rows, csvrows, dat = [], [], "# wl c_med c_min c_max rs_med rs_min rs_max (ours/C normalised: C median = 1)\n"
+    for wl in cfg["vwl"]:
+        title, metric = names[wl]
+        p = {}
+        for drv in ("c", "rs"):
+            w = {"exp": "virtio", "driver": drv, "wl": wl}
+            p[drv] = (point(w, metric, label=f"virtio {drv} {wl}"), point(w, "notifs_per_req", drv == "rs", f"virtio {drv} {wl}"))
+            csvrows.append([wl, drv, metric] + mmm(p[drv][0]) + [f(p[drv][1], 3) if drv == "rs" else ""])
+        rows.append([title, metric, rng(p["c"][0]), rng(p["rs"][0]), ratio(p["rs"][0], p["c"][0]), f(p["rs"][1], 3)])
+        if p["c"][0] and p["rs"][0] and p["c"][0][1]:
+            c, r, b = p["c"][0], p["rs"][0], p["c"][0][1]
+            dat += f"\"{title}\" {c[1] / b} {c[0] / b} {c[2] / b} {r[1] / b} {r[0] / b} {r[2] / b}\n"
+    table("virtio-blk, same disk, same boot: median [min-max]", ["workload", "unit", "C virtio_blk", "ours", "ours/C", "ours notif/req"], rows)
+    csv("virtio", ["workload", "driver", "unit", "n", "min", "median", "max", "notifs_per_req_median"], csvrows)
+    gnuplot("virtio", "set title 'virtio-blk: throughput relative to C virtio_blk (median, min-max bars)'\nset style data histogram\n"
+            "set style histogram errorbars gap 1 lw 1\nset style fill solid 0.6 border -1\nset ylabel 'relative to C (C median = 1)'\nset yrange [0:*]\n"
+            "plot 'DAT' using 2:3:4:xtic(1) title 'C virtio_blk', '' using 5:6:7 title 'ours'\n", dat)
+
+if shutil.which("gnuplot"):
+    for name in plots:
+        r = subprocess.run(["gnuplot", os.path.join(out, name + ".gp")], capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"warning: gnuplot {name}: {r.stderr.strip()[:300]}", file=sys.stderr)
+else:
+    print("warning: gnuplot not installed: no PNGs (apt-get install gnuplot-nox)", file=sys.stderr)
+
+print(f"\nresults: {out} (CSV, PNG, logs/)")
+for p in problems:
+    print(f"MISSING: {p}")
+sys.exit(1 if problems else 0)

@@ -1,0 +1,110 @@
+#!/bin/bash
+# Reproduces the seed threads' measurements with our drivers and the C drivers
+# side by side, each pair in the same boot (see Documentation/benchmarks.md):
+#
+#   tools/testing/bench/seeds.sh [--smoke] [--out DIR]
+#
+#  1. Xen indirect sweep   max_indirect_segments 11..256, 1 MiB seq O_DIRECT
+#  2. persistent grants    blkback feature_persistent 1 and 0, bs 4k/64k/1M
+#  3. alignment            4096-byte physical sectors: 512B..8K random writes,
+#                          reported topology, sfdisk + mkfs.ext4 results
+#  4. virtio               4k QD1/QD32 randread, 1M seq read/write
+#
+# Prints the tables; writes <exp>.csv, <exp>.png, logs/ and checks.txt into
+# DIR (default $BLKFRONT_CACHE/bench-results). --smoke: one point per
+# experiment, one repetition (a few minutes). Exits non-zero when a guest run
+# failed or a number is missing; never because a number is low.
+# Environment: KDIR, KO_DIR as for the guest runners; BENCH_REPS, BENCH_RT
+# override repetitions and fio runtime (s).
+set -uo pipefail
+. "$(dirname "$0")/../lib.sh"
+T=$REPO/tools/testing
+
+smoke=0 out=
+while (($#)); do
+    case $1 in
+        --smoke) smoke=1 ;;
+        --out) out=${2:?--out DIR}; shift ;;
+        --out=*) out=${1#--out=} ;;
+        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        *) die "usage: $0 [--smoke] [--out DIR]" ;;
+    esac
+    shift
+done
+out=${out:-$CACHE/bench-results}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+rm -rf "$out/logs"; rm -f "$out"/*.csv "$out"/*.png "$out"/*.dat "$out"/*.gp
+mkdir -p "$out/logs"
+export LOGDIR=$out/logs RESULTS=$out/checks.txt
+: > "$RESULTS"
+start=$(date +%s)
+
+command -v fio >/dev/null || die "fio not installed on the host (the guests get the host's fio): run tools/testing/setup-host.sh"
+KDIR=${KDIR:-$(bash "$T/build-kernel.sh")} || die "no test kernel"
+export KDIR
+grep -q '^CONFIG_SYSVIPC=y' "$KDIR/.config" || log "warning: $KDIR has no CONFIG_SYSVIPC: fio will not run in the guests"
+if [ -z "${KO_DIR:-}" ]; then
+    make -s -C "$REPO" KDIR="$KDIR" > "$out/make.log" 2>&1 || die "module build failed (see $out/make.log)"
+fi
+
+if ((smoke)); then
+    reps=${BENCH_REPS:-1} rt=${BENCH_RT:-2}
+    segs="32" bss="1M" abss="4k" vwl="qd1" ops="write" persist="1"
+else
+    reps=${BENCH_REPS:-3} rt=${BENCH_RT:-3}
+    segs="11 32 64 128 256" bss="4k 64k 1M" abss="512 2k 4k 8k" vwl="qd1 qd32 seqread seqwrite" ops="write read" persist="1 0"
+fi
+jobs=4
+js() { printf '[%s]' "$(echo "$1" | sed 's/[^ ][^ ]*/"&"/g; s/ /,/g')"; }
+cat > "$out/config.json" <<JSON
+{"smoke": $smoke, "reps": $reps, "runtime": $rt, "exps": ["indirect", "persist", "align", "virtio"],
+ "segs": $(js "$segs"), "bss": $(js "$bss"), "abss": $(js "$abss"), "vwl": $(js "$vwl"),
+ "ops": $(js "$ops"), "persistent": $(js "$persist"), "jobs": $jobs}
+JSON
+
+# guest_script NAME VAR=VALUE...: the guest script with its settings.
+guest_script() {
+    local f=$out/logs/$1.sh; shift
+    { echo '#!/bin/sh'; for kv in "$@"; do echo "$kv"; done; cat "$T/bench/guest-bench.sh"; } > "$f"
+    echo "$f"
+}
+common=("REPS=$reps" "RT=$rt" "BSS='$bss'" "ABSS='$abss'" "VWL='$vwl'" "OPS='$ops'" "JOBS=$jobs")
+failed=0
+run() { # label runner args...
+    local label=$1 t0=$(date +%s); shift
+    log "bench: $label"
+    if ! bash "$@"; then
+        log "bench: $label: guest run failed (see $LOGDIR/$label.log)"
+        failed=1
+    fi
+    echo "$label $(( $(date +%s) - t0 ))s" >> "$out/timing.txt"
+}
+: > "$out/timing.txt"
+
+# The C xen-blkfront connects once per boot (see guest-bench.sh), so every
+# Xen boot runs C, then ours, with the same module parameters.
+if ((smoke)); then
+    # One Xen boot for all three Xen experiments (4K physical sectors do not
+    # change 1 MiB sequential or 1 MiB-block numbers).
+    run bench-xen "$T/xen-guest.sh" -l bench-xen -p 1 -b 4096 -m 4096 -o 1048576 -t 420 \
+        "$(guest_script bench-xen "${common[@]}" SEGS=32 "EXPS='indirect persist align'" PERSIST=1)"
+else
+    for s in $segs; do
+        e=indirect; [ "$s" = 32 ] && e="indirect persist"
+        run bench-xen-s$s "$T/xen-guest.sh" -l bench-xen-s$s -p 1 -b 512 -t 600 \
+            "$(guest_script bench-xen-s$s "${common[@]}" SEGS=$s "EXPS='$e'" PERSIST=1)"
+    done
+    run bench-xen-p0 "$T/xen-guest.sh" -l bench-xen-p0 -p 0 -b 512 -t 600 \
+        "$(guest_script bench-xen-p0 "${common[@]}" SEGS=32 "EXPS=persist" PERSIST=0)"
+    run bench-xen-align "$T/xen-guest.sh" -l bench-xen-align -p 1 -b 4096 -m 4096 -o 1048576 -t 600 \
+        "$(guest_script bench-xen-align "${common[@]}" SEGS=32 "EXPS=align" PERSIST=1)"
+fi
+run bench-virtio "$T/virtio-guest.sh" -l bench-virtio -d 1G -t $((smoke ? 240 : 900)) \
+    "$(guest_script bench-virtio "${common[@]}" "EXPS=virtio")"
+
+python3 "$T/bench/report.py" "$out" | tee "$out/report.txt"
+rc=${PIPESTATUS[0]}
+grep '^fail ' "$RESULTS" | sed 's/^fail /guest check failed: /'
+echo "elapsed: $(( $(date +%s) - start ))s ($(tr '\n' ' ' < "$out/timing.txt"))"
+((rc == 0 && failed == 0))

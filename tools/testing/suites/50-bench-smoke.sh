@@ -1,0 +1,30 @@
+#!/bin/bash
+# The seeds benchmark (tools/testing/bench/seeds.sh) in --smoke mode: one
+# point per experiment, one repetition, so the tool cannot silently rot.
+# Fails when a guest run fails or a number is missing or does not parse;
+# never because a number is low (TCG timings are noise).
+set -uo pipefail
+T=$(dirname "$0")/..
+. "$T/lib.sh"
+RESULTS=${RESULTS:-$CACHE/results.txt}
+out=$CACHE/bench-smoke
+log=$(mktemp)
+RESULTS=$out/checks.txt bash "$T/bench/seeds.sh" --smoke --out "$out" > "$log" 2>&1
+rc=$?
+for exp in indirect persistent align virtio; do
+    if [ -s "$out/$exp.csv" ] && [ "$(wc -l < "$out/$exp.csv")" -gt 1 ]; then
+        echo "pass bench-smoke: $exp.csv written ($(($(wc -l < "$out/$exp.csv") - 1)) rows)"
+    else
+        echo "fail bench-smoke: $exp.csv missing or empty (see $out)"
+    fi
+done >> "$RESULTS"
+grep '^MISSING: ' "$log" | sed 's/^MISSING: /fail bench-smoke: number missing: /' >> "$RESULTS"
+grep '^fail ' "$out/checks.txt" 2>/dev/null | sed 's/^fail /fail bench-smoke: guest check: /' >> "$RESULTS"
+if ((rc == 0)); then
+    echo "pass bench-smoke: seeds.sh --smoke ($(grep '^elapsed' "$log"))" >> "$RESULTS"
+else
+    echo "fail bench-smoke: seeds.sh --smoke exited $rc (log: $out/seeds.log)" >> "$RESULTS"
+fi
+cp "$log" "$out/seeds.log" 2>/dev/null
+rm -f "$log"
+exit $rc

@@ -114,6 +114,12 @@ impl xenbus::Driver for Blkfront {
             }
         };
         let handle = handle_from_nodename(dev.nodename().to_bytes()).ok_or(EINVAL)?;
+        // Rebinding after an unbind (or after another frontend driver let
+        // go): the device was left Closed. Going back to Initialising makes
+        // xen-blkback "prepare for reconnect" and return to InitWait.
+        if dev.state() != State::Initialising {
+            dev.switch_state(State::Initialising)?;
+        }
         Arc::pin_init(
             pin_init!(Info {
                 vdevice,
@@ -147,7 +153,9 @@ impl xenbus::Driver for Blkfront {
                 }
                 info.connect(dev);
             }
-            State::Closed if dev.state() == State::Closed => {}
+            // Closed while we are (back to) Initialising: the backend has
+            // not yet seen our reconnect; it will come back via InitWait.
+            State::Closed if matches!(dev.state(), State::Closed | State::Initialising) => {}
             State::Closing | State::Closed => info.closing(dev),
             _ => {}
         }
@@ -303,8 +311,16 @@ impl Info {
             dev.err(fmt!("queue limits rejected: {what}"));
             return Err(EINVAL);
         }
+        let backend_max = crate::blkcore::xenstore::read_u32(
+            &backend,
+            neg::KEY_FEATURE_MAX_INDIRECT_SEGMENTS,
+        )
+        .ok()
+        .flatten()
+        .unwrap_or(0);
+        let wire_max = crate::ring::wire_segments(&n, backend_max);
         for h in conn.rings.iter() {
-            h.ring().start(dev, &n, self.handle)?;
+            h.ring().start(dev, &n, self.handle, wire_max)?;
         }
         let name = crate::disk::disk_name(self.vdevice)?;
         let mut disk = crate::disk::Disk::new(dev, &name, &n, &limits, &conn.rings)?;

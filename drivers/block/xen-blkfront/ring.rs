@@ -101,6 +101,22 @@ const PURGE_INTERVAL_MS: i64 = 10_000;
 
 const MAX_RING: usize = BLKIF_MAX_RING_SIZE as usize;
 
+/// Segments one indirect request may carry on the wire: twice the block
+/// layer's limit (a block-layer segment that straddles a page needs two
+/// frames, and `QueueLimits` has no `seg_boundary_mask` to prevent it),
+/// within the backend's `feature-max-indirect-segments` and the protocol.
+/// Without indirect descriptors: the direct limit.
+pub(crate) fn wire_segments(n: &Negotiated, backend_max_indirect: u32) -> u32 {
+    if n.indirect_segments == 0 {
+        return n.segments_per_request;
+    }
+    n.indirect_segments
+        .saturating_mul(2)
+        .min(backend_max_indirect)
+        .min(crate::blkcore::negotiate::MAX_INDIRECT_SEGMENTS)
+        .max(n.indirect_segments)
+}
+
 impl SharedRing for SharedPages {
     fn load_req_prod(&self) -> RingIdx {
         self.load_u32(SRING_REQ_PROD)
@@ -252,6 +268,9 @@ impl AsMut<[PoolEntry<Frame>]> for PoolStore {
 /// The data path state, built when the backend connects.
 struct Io {
     n: Negotiated,
+    /// Most segments one request may carry on the wire (>= the block
+    /// layer's `max_segments`, see [`wire_segments`]).
+    wire_max: u32,
     handle: u16,
     gt: GrantTable,
     pool: GrantPool<Frame, PoolStore>,
@@ -369,9 +388,18 @@ impl Ring {
     /// Builds the data path once the backend connected: grant pool sized
     /// like upstream (`(segments + indirect pages) * ring size`), bounce
     /// frames when `copy_data`, per-slot storage.
-    pub(crate) fn start(&self, dev: &Device, n: &Negotiated, handle: u16) -> Result {
+    ///
+    /// `wire_max` is the most segments one request may carry on the wire
+    /// (see [`wire_segments`]).
+    pub(crate) fn start(
+        &self,
+        dev: &Device,
+        n: &Negotiated,
+        handle: u16,
+        wire_max: u32,
+    ) -> Result {
         let size = self.state.lock().front.size();
-        let io = Io::new(n, handle, dev.otherend_id(), size)?;
+        let io = Io::new(n, handle, dev.otherend_id(), size, wire_max)?;
         let mut st = self.state.lock();
         st.io = Some(io);
         st.broken = false;
@@ -381,14 +409,25 @@ impl Ring {
 
 impl Io {
     /// Data path state for a ring of `size` slots after negotiation `n`.
-    fn new(n: &Negotiated, handle: u16, domid: u16, size: u32) -> Result<KBox<Self>> {
-        let segs = n.segments_per_request;
+    fn new(
+        n: &Negotiated,
+        handle: u16,
+        domid: u16,
+        size: u32,
+        wire_max: u32,
+    ) -> Result<KBox<Self>> {
+        let wire_max = wire_max.max(n.segments_per_request);
         let ind_pages = if n.indirect_segments != 0 {
-            indirect_pages(segs)
+            indirect_pages(wire_max)
         } else {
             0
         };
-        let per_req = (segs + ind_pages) as usize;
+        // The pool is sized for the block layer's limit, like upstream; a
+        // request that needs more frames (segments straddling pages) may
+        // find it exhausted and is retried (Busy), never failed.
+        let per_req = (n.segments_per_request + indirect_pages(n.segments_per_request)
+            * u32::from(ind_pages != 0)) as usize;
+        let segs = wire_max;
         let entries = per_req * size as usize;
         let mut frames = KVec::new();
         let mut pool_entries = KVec::with_capacity(entries, GFP_KERNEL)?;
@@ -447,6 +486,7 @@ impl Io {
         Ok(KBox::new(
             Io {
                 n: *n,
+                wire_max,
                 handle,
                 gt: GrantTable::new(domid),
                 pool,
@@ -844,7 +884,7 @@ fn queue_rw(
     kind: IoKind,
     sector: u64,
 ) -> Result<(), (crate::disk::Rq, QueueError)> {
-    let max = io.n.segments_per_request;
+    let max = io.wire_max;
     // Map pieces -> per-frame segments.
     let cap = io.mapped.capacity();
     io.mapped.clear();
@@ -1029,7 +1069,7 @@ pub(crate) mod test_hooks {
 
     impl TestIo {
         pub(crate) fn new(n: &Negotiated) -> Result<Self> {
-            Ok(Self(Io::new(n, 0, 0, 32)?))
+            Ok(Self(Io::new(n, 0, 0, 32, n.segments_per_request)?))
         }
 
         /// Marks a request id as in flight with response operation `op`.

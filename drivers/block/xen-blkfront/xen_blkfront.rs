@@ -273,6 +273,16 @@ mod tests {
     }
 
     #[test]
+    fn wire_segments_double_within_backend_limit() {
+        let n = nego(GOOD).expect("good backend");
+        assert_eq!(super::ring::wire_segments(&n, 256), 64);
+        assert_eq!(super::ring::wire_segments(&n, 40), 40);
+        assert_eq!(super::ring::wire_segments(&n, 0), 32);
+        let direct = nego(&with(&[("feature-max-indirect-segments", "0")])).expect("direct");
+        assert_eq!(super::ring::wire_segments(&direct, 256), 11);
+    }
+
+    #[test]
     fn unknown_status_is_an_io_error_not_a_panic() {
         let n = nego(GOOD).expect("good backend");
         let mut io = TestIo::new(&n).expect("data path");

@@ -48,6 +48,14 @@ dd_verify() {
     expect_eq "$name" "$(md5sum < /tmp/b.$at | cut -d' ' -f1)" "$(md5sum < /tmp/p.$at | cut -d' ' -f1)"
     rm -f /tmp/p.$at /tmp/b.$at
 }
+# perf_dd LABEL DD-ARGS...: prints "PERF dd LABEL: N MB/s" (64 MiB moved).
+perf_dd() {
+    local label=$1 t0 t1; shift
+    t0=$(cut -d' ' -f1 /proc/uptime)
+    dd "$@" 2>/dev/null
+    t1=$(cut -d' ' -f1 /proc/uptime)
+    echo "PERF dd $label 1M qd1: $(awk -v a=$t0 -v b=$t1 'BEGIN { printf "%.1f MB/s (%.2f s)", 64 / (b - a + 0.001), b - a }')"
+}
 FIO=$(command -v fio)
 if [ -n "$FIO" ] && ! fio --thread --name=probe --filename=/tmp/fio.probe --size=64k --rw=write >/dev/null 2>&1; then
     echo "NOTE: fio unusable here (no SysV IPC in this kernel?): dd checks only"
@@ -59,7 +67,7 @@ dd_verify "dd verify 512-byte writes / 4k reads" 512 4k 48 1
 # Four writers at once: several requests in flight, batching.
 for i in 1 2 3 4; do
     dd if=/dev/urandom of=/tmp/c.$i bs=1M count=4 2>/dev/null
-    dd if=/tmp/c.$i of=/dev/$D bs=64k seek=$((64 + 4 * i)) oflag=direct,seek_bytes 2>/dev/null &
+    dd if=/tmp/c.$i of=/dev/$D bs=64k seek=$(((64 + 4 * i) * 1048576)) oflag=direct,seek_bytes 2>/dev/null &
 done
 wait
 same=1
@@ -89,10 +97,9 @@ if [ -n "$FIO" ]; then
             --bs=4k --size=64M --runtime=5 --time_based 2>&1 | grep -E "^ *(READ|WRITE):" | sed "s/^ */PERF rand$rw 4k qd16: /"
     done
 else
-    # Throughput with dd (qd 1), for the record.
-    t0=$(date +%s)
-    dd if=/dev/zero of=/dev/$D bs=1M count=128 seek=128 oflag=direct 2>&1 | tail -1 | sed 's/^/PERF dd write 1M: /'
-    dd if=/dev/$D of=/dev/null bs=1M count=128 skip=128 iflag=direct 2>&1 | tail -1 | sed 's/^/PERF dd read 1M: /'
+    # Throughput with dd (qd 1), for the record (TCG: compare ratios only).
+    perf_dd write if=/dev/zero of=/dev/$D bs=1M count=64 seek=128 oflag=direct
+    perf_dd read if=/dev/$D of=/dev/null bs=1M count=64 skip=128 iflag=direct
 fi
 if [ "$(q $D discard_max_bytes)" != 0 ]; then
     check "blkdiscard 1 MiB" sh -c "blkdiscard -o 0 -l 1048576 /dev/$D 2>/dev/null || true"

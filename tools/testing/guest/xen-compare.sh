@@ -1,0 +1,44 @@
+#!/bin/sh
+# Xen domU: the same dd workloads with the C xen-blkfront and with
+# xen_blkfront_rs, one after the other on the same vbd, for a side-by-side
+# ratio (TCG timings: compare ratios, not absolute numbers).
+. /guest/common.sh
+D=xvda
+perf_dd() { # LABEL DD-ARGS...
+    local label=$1 t0 t1; shift
+    t0=$(cut -d' ' -f1 /proc/uptime)
+    dd "$@" 2>/dev/null
+    t1=$(cut -d' ' -f1 /proc/uptime)
+    echo "PERF $label: $(awk -v a=$t0 -v b=$t1 'BEGIN { printf "%.1f MB/s (%.2f s)", 64 / (b - a + 0.001), b - a }')"
+}
+run() { # driver-label
+    for i in $(seq 1 40); do [ -e /sys/block/$D ] && break; sleep 0.25; done
+    [ -e /sys/block/$D ] && ok "$1: $D appears" || { not_ok "$1: $D appears"; return; }
+    topology_line $D
+    dmesg | grep "blkfront: $D:" | tail -1
+    perf_dd "$1 write 1M" if=/dev/zero of=/dev/$D bs=1M count=64 seek=64 oflag=direct
+    perf_dd "$1 read 1M" if=/dev/$D of=/dev/null bs=1M count=64 skip=64 iflag=direct
+    perf_dd "$1 write 128k" if=/dev/zero of=/dev/$D bs=128k count=512 seek=1024 oflag=direct
+    perf_dd "$1 read 128k" if=/dev/$D of=/dev/null bs=128k count=512 skip=1024 iflag=direct
+    for j in 1 2 3 4; do
+        dd if=/dev/zero of=/dev/$D bs=64k count=256 seek=$((2048 + 256 * j)) oflag=direct 2>/dev/null &
+    done
+    t0=$(cut -d' ' -f1 /proc/uptime); wait; t1=$(cut -d' ' -f1 /proc/uptime)
+    echo "PERF $1 4x concurrent write 64k: $(awk -v a=$t0 -v b=$t1 'BEGIN { printf "%.1f MB/s", 64 / (b - a + 0.001) }')"
+}
+unbind_all() { # driver-dir
+    for dev in /sys/bus/xen/drivers/$1/vbd-*; do
+        [ -e "$dev" ] && echo "$(basename "$dev")" > /sys/bus/xen/drivers/$1/unbind
+    done
+}
+if insmod /lib/modules/xen-blkfront.ko; then
+    run C
+    unbind_all vbd
+    check "rmmod xen-blkfront" rmmod xen-blkfront
+fi
+check "insmod xen_blkfront_rs" insmod /lib/modules/xen_blkfront_rs.ko
+run RS
+cat /sys/kernel/debug/xen_blkfront_rs-$D/stats
+unbind_all xen_blkfront_rs
+check "rmmod xen_blkfront_rs" rmmod xen_blkfront_rs
+finish

@@ -135,7 +135,7 @@ if "indirect" in cfg["exps"]:
     table("Xen indirect sweep: sequential 1 MiB O_DIRECT, MB/s median [min-max]; ring requests per MiB",
           ["segs", "op", "C MB/s", "ours MB/s", "ours/C", "C req/MiB", "ours req/MiB", "ours notif/req"], rows)
     csv("indirect", ["segs", "op", "driver", "n", "mbps_min", "mbps_median", "mbps_max", "reqs_per_mib_median", "copied_per_mib_median", "notifs_per_req_median", "max_hw_sectors_kb"], csvrows)
-    plot = "set multiplot layout 1,2 title 'Xen indirect sweep (1 MiB sequential O_DIRECT)'\nset logscale x 2\nset xlabel 'max_indirect_segments'\nset ylabel 'MB/s'\nplot "
+    plot = "set multiplot layout 1,2 title 'Xen indirect sweep (1 MiB sequential O_DIRECT)'\nset key top right inside\nset logscale x 2\nset xlabel 'max_indirect_segments'\nset ylabel 'MB/s'\nplot "
     plot += ", ".join(f"'DAT' index {i} using 1:2:3:4 with yerrorlines title 'C {op}', 'DAT' index {i} using 1:5:6:7 with yerrorlines title 'ours {op}'" for i, op in enumerate(cfg["ops"]))
     plot += "\nset ylabel 'ring requests per MiB'\nplot " + ", ".join(f"'DAT' index {i} using 1:8 with linespoints title 'C {op}', 'DAT' index {i} using 1:9 with linespoints title 'ours {op}'" for i, op in enumerate(cfg["ops"]))
     gnuplot("indirect", plot + "\nunset multiplot\n", dat)

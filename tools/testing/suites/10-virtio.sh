@@ -16,3 +16,4 @@ bash "$T/virtio-guest.sh" -l virtio-io-4k-4k -t 600 \
 bash "$T/virtio-guest.sh" -l virtio-ringfull -d '128M,queue-size=16,indirect_desc=off,num-queues=1' "$T/guest/virtio-ringfull.sh"
 bash "$T/virtio-guest.sh" -l virtio-resize -d 256M "$T/guest/virtio-resize.sh"
 bash "$T/virtio-guest.sh" -l virtio-unplug -d 128M -d 128M "$T/guest/virtio-unplug.sh"
+bash "$T/virtio-guest.sh" -l virtio-badconfig -d 64M -d '64M,physical_block_size=4096,min_io_size=6144' "$T/guest/virtio-badconfig.sh"

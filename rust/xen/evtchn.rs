@@ -151,6 +151,12 @@ impl Notifier {
     }
 }
 
+/// The irq handler registered by [`EventChannel::bind`].
+///
+/// # Safety
+///
+/// Called by the irq core with the `dev_id` given to `bind`, while the
+/// binding exists.
 unsafe extern "C" fn irq_callback<T: Handler>(
     irq: kernel::ffi::c_int,
     dev_id: *mut core::ffi::c_void,

@@ -29,6 +29,9 @@ pub mod xenbus;
     unreachable_pub,
     missing_docs,
     clippy::all,
+    clippy::pedantic,
+    clippy::restriction,
+    clippy::nursery,
     reason = "bindgen output over shim.h, not written by hand"
 )]
 pub(crate) mod bindings {

@@ -303,6 +303,11 @@ impl<T: Driver> PinnedDrop for Registration<T> {
     }
 }
 
+/// `xenbus_driver.probe` of `T`.
+///
+/// # Safety
+///
+/// Called by xenbus with a live device of our type.
 unsafe extern "C" fn probe_callback<T: Driver>(
     dev: *mut bindings::xenbus_device,
     _id: *const bindings::xenbus_device_id,
@@ -321,6 +326,11 @@ unsafe extern "C" fn probe_callback<T: Driver>(
     }
 }
 
+/// `xenbus_driver.otherend_changed` of `T`.
+///
+/// # Safety
+///
+/// Called by xenbus with a live device bound to `T` (or being probed).
 unsafe extern "C" fn otherend_changed_callback<T: Driver>(
     dev: *mut bindings::xenbus_device,
     state: bindings::xenbus_state,
@@ -339,6 +349,11 @@ unsafe extern "C" fn otherend_changed_callback<T: Driver>(
     T::otherend_changed(d, data, State::from_raw(state as u32));
 }
 
+/// `xenbus_driver.remove` of `T`.
+///
+/// # Safety
+///
+/// Called by xenbus with a live device bound to `T`, once.
 unsafe extern "C" fn remove_callback<T: Driver>(dev: *mut bindings::xenbus_device) {
     // SAFETY: xenbus calls remove with a live device.
     let d = unsafe { Device::from_raw(dev) };

@@ -146,9 +146,8 @@ impl blkmq::Operations for BlkOps {
             let r = st.queue(rq, kind, sector, nr_sectors).map_err(|(rq, e)| {
                 // Give the handle back to blk-mq: it keeps the request on
                 // error (retry for Busy, end with the status otherwise).
-                match e {
-                    QueueError::Nothing => complete(rq, Status::Ok),
-                    _ => drop(rq),
+                if e == QueueError::Nothing {
+                    complete(rq, Status::Ok);
                 }
                 e
             });

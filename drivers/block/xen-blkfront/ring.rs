@@ -828,6 +828,10 @@ fn queue_flush(
     finish_queue(io, front, pages, rq, id, op, 0, &entry)
 }
 
+#[expect(
+    clippy::too_many_arguments,
+    reason = "disjoint borrows of the ring state, kept explicit"
+)]
 fn finish_queue(
     io: &mut Io,
     front: &mut FrontRing,

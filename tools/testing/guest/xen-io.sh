@@ -105,6 +105,19 @@ if [ "$(q $D discard_max_bytes)" != 0 ]; then
     check "blkdiscard 1 MiB" sh -c "blkdiscard -o 0 -l 1048576 /dev/$D 2>/dev/null || true"
 fi
 check "flush (sync) succeeds" sync
+# A filesystem on top: page-cache I/O, flushes/FUA from the journal.
+if command -v mkfs.ext4 >/dev/null; then
+    if mkfs.ext4 -q -F -E nodiscard /dev/$D >/tmp/mkfs.log 2>&1 && mkdir -p /mnt && mount -t ext4 /dev/$D /mnt; then
+        ok "mkfs.ext4 + mount"
+        dd if=/dev/urandom of=/mnt/f bs=1M count=8 2>/dev/null; sync
+        sum1=$(md5sum < /mnt/f | cut -d' ' -f1)
+        umount /mnt && mount -t ext4 /dev/$D /mnt
+        expect_eq "file survives umount/mount" "$(md5sum < /mnt/f | cut -d' ' -f1)" "$sum1"
+        umount /mnt
+    else
+        not_ok "mkfs.ext4 + mount"; tail -3 /tmp/mkfs.log
+    fi
+fi
 S=/sys/kernel/debug/xen_blkfront_rs-$D/stats
 if [ -r "$S" ]; then
     echo "STATS:"; cat "$S"

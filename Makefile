@@ -41,6 +41,15 @@ all modules: check-kdir
 modules_install: check-kdir
 	$(MAKE) -C $(KDIR) M=$(PWD) $(KMAKE_TOOLCHAIN) modules_install
 
+# Debian's stock kernel (no custom kernel): prepare a Rust-ready build tree
+# for DISTRO_KREL (default 7.3.4+deb13-amd64) from Debian packages in a
+# trixie chroot under /var/cache/blkfront-rs, and build both modules against
+# it there. Refuses if the kernel's compiler/rustc/bindgen/release differ
+# from what the tree would produce. See Documentation/debian.md.
+.PHONY: distro-kdir
+distro-kdir:
+	bash tools/distro/debian-kdir.sh
+
 clean:
 	$(MAKE) -C $(KDIR) M=$(PWD) clean 2>/dev/null || true
 	find . -name '*_generated.rs' -delete

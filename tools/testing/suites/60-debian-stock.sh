@@ -1,0 +1,132 @@
+#!/bin/bash
+# Debian's stock kernel (no custom kernel): our modules built against a tree
+# prepared from Debian packages (tools/distro/debian-kdir.sh: trixie chroot,
+# linux-source + the linux-headers package's .config/Module.symvers,
+# Debian's rustc/bindgen/gcc), then virtio_blk_rs.ko loaded into Debian's own
+# vmlinuz (linux-binary-$KREL) under QEMU with two virtio-blk disks; plus the
+# DKMS flow in the chroot. KUnit is off in Debian's kernel: functional checks.
+#
+#   suites/60-debian-stock.sh            (results appended to $RESULTS)
+# Environment: DISTRO_KREL (default 7.3.4+deb13-amd64), DEBIAN_STOCK_XEN=1
+# to also boot it as the PV domU under the harness's Xen.
+set -uo pipefail
+T=$(cd "$(dirname "$0")/.." && pwd)
+. "$T/lib.sh"
+RESULTS=${RESULTS:-$CACHE/results.txt}
+LOGDIR=${LOGDIR:-$CACHE/logs}
+KREL=${DISTRO_KREL:-7.3.4+deb13-amd64}
+L=debian-stock
+mkdir -p "$LOGDIR"
+rec() { echo "$1 $L: $2" >> "$RESULTS"; }
+
+# ---- tree + modules + dkms (cached after the first run) ------------------
+plog=$LOGDIR/$L-prepare.log
+t0=$(date +%s)
+if ! out=$(DISTRO_KREL=$KREL bash "$REPO/tools/distro/debian-kdir.sh" --dkms 2> "$plog"); then
+    rec fail "tree/modules for Debian $KREL: $(grep -E '^(refused|error):' "$plog" | tail -1) (log $plog)"
+    exit 1
+fi
+eval "$out"   # KDIR CHROOT OUT
+rec pass "tree for Debian $KREL prepared from Debian packages ($(($(date +%s) - t0))s this run; cold prepare $(cat "$KDIR/.prepare-seconds" 2>/dev/null)s)"
+for ko in "$OUT"/*.ko; do
+    rec pass "$(basename "$ko") built in the $(basename "$CHROOT") chroot, vermagic '$(modinfo -F vermagic "$ko")' = Debian's"
+done
+if grep -q '^dkms: ok' "$plog"; then
+    rec pass "dkms add/build/install in the chroot against the prepared tree"
+else
+    rec fail "dkms add/build/install in the chroot (log $plog)"
+fi
+
+# The refusals: a kernel whose config names another rustc / gcc than the
+# chroot's is refused in one line (the comparison the real run makes).
+hcfg=$(find "$CACHE/distro/headers-$KREL" -name .config | head -1)
+for what in rustc gcc; do
+    sed "s/^\(CONFIG_RUSTC_VERSION_TEXT=\"rustc\) [0-9.]*/\1 1.95.0/" "$hcfg" > "$CACHE/distro/fake-$what.config"
+    [ $what = gcc ] && sed "s/^\(CONFIG_CC_VERSION_TEXT=.*\) 14\.[0-9.]*\"/\1 14.9.9\"/" "$hcfg" > "$CACHE/distro/fake-$what.config"
+    if r=$(DISTRO_KREL=$KREL DISTRO_CONFIG="$CACHE/distro/fake-$what.config" bash "$REPO/tools/distro/debian-kdir.sh" --check 2>&1 >/dev/null); then
+        rec fail "kernel built with another $what was not refused"
+    elif [ "$(echo "$r" | grep -c .)" = 1 ] && [[ $r == refused:* ]]; then
+        rec pass "kernel built with another $what refused in one line: $r"
+    else
+        rec fail "kernel built with another $what: no one-line refusal: $(echo "$r" | tail -2 | tr '\n' ' ')"
+    fi
+    rm -f "$CACHE/distro/fake-$what.config"
+done
+
+# ---- Debian's kernel image and modules ------------------------------------
+stock=$CACHE/distro/stock-$KREL
+if [ ! -f "$stock/.ready" ]; then
+    log "unpacking Debian's $KREL image and modules into $stock"
+    rm -rf "$stock"; mkdir -p "$stock/root"
+    for p in linux-binary-$KREL linux-modules-$KREL; do
+        deb=$(ls "$DL/${p}"_*.deb 2>/dev/null | head -1)
+        [ -n "$deb" ] || { (cd "$DL" && apt-get download -qq "$p/trixie-backports") 2>/dev/null; deb=$(ls "$DL/${p}"_*.deb | head -1); }
+        dpkg-deb -x "$deb" "$stock/root"
+    done
+    # The packages carry no modules.dep (postinst runs depmod): make it.
+    depmod -b "$stock/root/usr" "$KREL" 2>/dev/null || depmod -b "$stock/root" "$KREL"
+    touch "$stock/.ready"
+fi
+MODROOT=$(dirname "$(find "$stock/root" -name modules.dep -path "*/$KREL/*" | head -1)")
+VMLINUZ=$MODROOT/vmlinuz
+[ -f "$VMLINUZ" ] && [ -f "$MODROOT/modules.dep" ] || { rec fail "Debian's vmlinuz/modules.dep not found under $stock"; exit 1; }
+
+# unxz/unzstd a module file to DEST (busybox insmod loads plain ELF only).
+plain_ko() { # SRC DEST
+    case $1 in
+        *.xz) xz -dc "$1" > "$2" ;; *.zst) zstd -dcq "$1" > "$2" ;; *.gz) zcat "$1" > "$2" ;; *) cp "$1" "$2" ;;
+    esac
+}
+# Debian modules our module needs, in load order: modpost wrote the direct
+# ones into .modinfo "depends" (from Debian's Module.symvers); modules.dep
+# has each one's own dependencies (loaded first, deepest first).
+load_order() { # our.ko
+    local d dep
+    for d in $(modinfo -F depends "$1" | tr ',' ' '); do
+        dep=$(grep -E "(^|/)${d//[-_]/[-_]}\.ko(\.[a-z]+)?:" "$MODROOT/modules.dep" | head -1) || continue
+        echo "$dep" | cut -d: -f2 | tr ' ' '\n' | grep . | tac
+        echo "${dep%%:*}"
+    done | awk '!seen[$0]++'
+}
+work=$(mktemp -d "$CACHE/debian-stock.XXXX")
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/mods/debian"
+: > "$work/mods/deps.order"
+for m in $(load_order "$OUT/virtio_blk_rs.ko"); do
+    plain_ko "$MODROOT/$m" "$work/mods/debian/$(basename "${m%.ko*}").ko"
+    echo "debian/$(basename "${m%.ko*}").ko" >> "$work/mods/deps.order"
+done
+c=$(grep -o '^[^:]*/virtio_blk\.ko[^:]*' "$MODROOT/modules.dep" | head -1)
+[ -n "$c" ] && plain_ko "$MODROOT/$c" "$work/mods/debian/virtio_blk.ko"
+echo "$KREL" > "$work/mods/EXPECT_KREL"
+log "virtio_blk_rs depends on: '$(modinfo -F depends "$OUT/virtio_blk_rs.ko")'; load order: $(tr '\n' ' ' < "$work/mods/deps.order")"
+
+files=("$T/guest/debian-stock-virtio.sh:/test.sh" "$T/guest/common.sh:/guest/common.sh"
+    "$OUT/virtio_blk_rs.ko:/lib/modules/virtio_blk_rs.ko" "$work/mods/deps.order:/lib/modules/deps.order"
+    "$work/mods/EXPECT_KREL:/lib/modules/EXPECT_KREL")
+for f in "$work"/mods/debian/*.ko; do [ -f "$f" ] && files+=("$f:/lib/modules/debian/$(basename "$f")"); done
+make_initramfs "$work/initramfs.cpio.gz" "${files[@]}"
+truncate -s 64M "$work/d0.img" "$work/d1.img"
+log="$LOGDIR/$L-virtio.log"
+log "booting Debian's $KREL ($VMLINUZ) with virtio_blk_rs, log $log"
+timeout --foreground -k 5 "${DEBIAN_STOCK_TIMEOUT:-420}" qemu-system-x86_64 -accel tcg -cpu qemu64 -smp 2 -m 1024 \
+    -nographic -monitor none -serial stdio -no-reboot \
+    -kernel "$VMLINUZ" -initrd "$work/initramfs.cpio.gz" \
+    -append "console=ttyS0 panic=-1 quiet loglevel=6" \
+    -drive "file=$work/d0.img,if=none,id=d0,format=raw,cache=unsafe" -device "virtio-blk-pci,drive=d0,serial=rsdisk0" \
+    -drive "file=$work/d1.img,if=none,id=d1,format=raw,cache=unsafe" \
+    -device "virtio-blk-pci,drive=d1,serial=rsdisk1,logical_block_size=512,physical_block_size=4096,min_io_size=4096,opt_io_size=1048576" \
+    < /dev/null > "$log" 2>&1
+(($? == 124)) && echo "GUEST-TIMEOUT" >> "$log"
+collect_results "$log" "$L-virtio"
+
+# ---- optional: Debian's kernel as the PV domU under Xen --------------------
+if [ "${DEBIAN_STOCK_XEN:-0}" = 1 ] && [ -f "$OUT/xen_blkfront_rs.ko" ]; then
+    mkdir -p "$work/xenmods"
+    cp "$OUT/xen_blkfront_rs.ko" "$work/xenmods/"
+    c=$(grep -o '^[^:]*/xen-blkfront\.ko[^:]*' "$MODROOT/modules.dep" | head -1)
+    [ -n "$c" ] && plain_ko "$MODROOT/$c" "$work/xenmods/xen-blkfront.ko"
+    KO_DIR=$OUT DOMU_KERNEL=$VMLINUZ DOMU_MODULES=$work/xenmods bash "$T/xen-guest.sh" -l "$L-xen" \
+        -p 1 -b 4096 -m 4096 -o 1048576 "$T/guest/debian-stock-xen.sh" || true
+fi
+exit 0

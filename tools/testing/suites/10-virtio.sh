@@ -17,3 +17,9 @@ bash "$T/virtio-guest.sh" -l virtio-ringfull -d '128M,queue-size=16,indirect_des
 bash "$T/virtio-guest.sh" -l virtio-resize -d 256M "$T/guest/virtio-resize.sh"
 bash "$T/virtio-guest.sh" -l virtio-unplug -d 128M -d 128M "$T/guest/virtio-unplug.sh"
 bash "$T/virtio-guest.sh" -l virtio-badconfig -d 64M -d '64M,physical_block_size=4096,min_io_size=6144' "$T/guest/virtio-badconfig.sh"
+bash "$T/virtio-guest.sh" -l virtio-4k -d '128M,logical_block_size=4096,physical_block_size=4096' "$T/guest/virtio-4k.sh"
+KERNEL_APPEND=kmemleak=on bash "$T/virtio-guest.sh" -l virtio-kmemleak -t 600 -d 64M -d 64M "$T/guest/virtio-kmemleak.sh"
+ro=$(mktemp /tmp/blkfront-ro.XXXX); truncate -s 64M "$ro"
+QEMU_EXTRA="-drive file=$ro,if=none,id=dro,format=raw,readonly=on -device virtio-blk-pci,drive=dro" \
+    bash "$T/virtio-guest.sh" -l virtio-ro -d 64M "$T/guest/virtio-ro.sh"
+rm -f "$ro"

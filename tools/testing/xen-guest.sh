@@ -4,31 +4,43 @@
 # running a guest check script as its /test.sh.
 #
 #   xen-guest.sh [-p FEATURE_PERSISTENT] [-b PHYS_BLOCK] [-m MIN_IO -o OPT_IO]
-#                [-s DISK_SIZE] [-t TIMEOUT] [-l LABEL] SCRIPT
+#                [-s DISK_SIZE] [-n NDOMU] [-t TIMEOUT] [-l LABEL] SCRIPT
 #
 # -p 0|1   blkback's feature_persistent (default 1)
 # -b N     physical_block_size of dom0's backing disk (default 512)
 # -m/-o    min/opt I/O size of the backing disk; the hotplug script publishes
 #          them as minimum-io-size / optimal-io-size (our blkif extension)
+# -n N     run N PV domUs at once (1..4, default 1), each with its own backing
+#          disk of the same kind and the same SCRIPT (384 MiB each: the
+#          initramfs with fio needs it). With N > 1 every domU gets, in its
+#          environment (kernel command line),
+#          BLKDOMU=<1..N>, BLKNDOMU=N and BLKT0=<epoch second by which all
+#          domUs have been created: a common start for time-slotted work>;
+#          the consoles of domUs 2..N are appended after domU 1's, their check
+#          lines renamed "domU<i>: ..." and their exit status a check line.
 # The domU gets /lib/modules/{xen_blkfront_rs,xen-blkfront}.ko, fio, sfdisk,
 # mkfs.ext4/dumpe2fs (when the host has them) and
 # tools/testing/guest/*.sh as /guest/*. Results go to $RESULTS.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-persistent=1 phys=512 min_io= opt_io= size=512M timeout=600 label=
-while getopts "p:b:m:o:s:t:l:" o; do
+persistent=1 phys=512 min_io= opt_io= size=512M timeout=600 label= ndomu=1
+while getopts "p:b:m:o:s:n:t:l:" o; do
     case $o in
         p) persistent=$OPTARG ;; b) phys=$OPTARG ;; m) min_io=$OPTARG ;;
         o) opt_io=$OPTARG ;; s) size=$OPTARG ;; t) timeout=$OPTARG ;; l) label=$OPTARG ;;
-        *) die "usage: $0 [-p 0|1] [-b PHYS] [-m MIN -o OPT] [-s SIZE] [-t SECS] [-l LABEL] SCRIPT" ;;
+        n) ndomu=$OPTARG ;;
+        *) die "usage: $0 [-p 0|1] [-b PHYS] [-m MIN -o OPT] [-s SIZE] [-n NDOMU] [-t SECS] [-l LABEL] SCRIPT" ;;
     esac
 done
 shift $((OPTIND - 1))
+[[ $ndomu =~ ^[1-4]$ ]] || die "-n: 1 to 4 domUs"
 script=${1:?guest script}
 label=${label:-$(basename "$script" .sh)-p$persistent-b$phys}
 KDIR=${KDIR:-$(bash "$REPO/tools/testing/build-kernel.sh")}
 KO_DIR=${KO_DIR:-$REPO}
+# Another domU kernel (e.g. a distribution's vmlinuz) and the directory with
+# its C xen-blkfront.ko; defaults: KDIR's bzImage and drivers/block.
 LOGDIR=${LOGDIR:-$CACHE/logs}
 mkdir -p "$LOGDIR"
 dom0_img=$(bash "$REPO/tools/testing/xen/build-dom0-image.sh" "$KDIR")
@@ -39,7 +51,7 @@ trap 'rm -rf "$work"' EXIT
 files=("$script:/test.sh")
 for g in "$REPO"/tools/testing/guest/*.sh; do files+=("$g:/guest/$(basename "$g")"); done
 [ -f "$KO_DIR/xen_blkfront_rs.ko" ] && files+=("$KO_DIR/xen_blkfront_rs.ko:/lib/modules/xen_blkfront_rs.ko")
-c_ko=$(find "$KDIR/drivers/block" -name xen-blkfront.ko | head -1)
+c_ko=$(find "${DOMU_MODULES:-$KDIR/drivers/block}" -name xen-blkfront.ko | head -1)
 [ -n "$c_ko" ] && files+=("$c_ko:/lib/modules/xen-blkfront.ko")
 while IFS= read -r p; do files+=("$p"); done < <(binary_with_libs "$(command -v fio)"; binary_with_libs "$(command -v lsblk)")
 # Partitioning and mkfs for the alignment benchmark, when the host has them.
@@ -50,36 +62,51 @@ done
 [ -f /etc/mke2fs.conf ] && files+=("/etc/mke2fs.conf:/etc/mke2fs.conf")
 mkdir -p "$work/payload"
 make_initramfs "$work/payload/domU.cpio.gz" "${files[@]}"
-cp "$KDIR/arch/x86/boot/bzImage" "$work/payload/domU-bzImage"
+cp "${DOMU_KERNEL:-$KDIR/arch/x86/boot/bzImage}" "$work/payload/domU-bzImage"
 cp "$REPO/tools/testing/xen/dom0-run.sh" "$REPO/tools/testing/xen/block-simple" "$work/payload/"
 [ -f "$REPO/tools/testing/xen/dom0-after.sh" ] && cp "$REPO/tools/testing/xen/dom0-after.sh" "$work/payload/"
 [ -n "$min_io" ] && touch "$work/payload/publish-io-sizes"
 cat > "$work/payload/run.env" <<ENV
 PERSISTENT=$persistent
 DOMU_TIMEOUT=$((timeout - 60))
+NDOMU=$ndomu
 ENV
-cat > "$work/payload/domU.cfg" <<CFG
+# domU 1 is "blktest" on dom0's /dev/vdb; domUs 2..4 are "blktest<i>" on
+# /dev/vdd.. (dom0's /dev/vdc is the payload).
+targets=(vdb vdd vde vdf)
+for ((i = 1; i <= ndomu; i++)); do
+    name=blktest mem=384 extra=
+    ((i > 1)) && name=blktest$i
+    ((ndomu > 1)) && extra=" BLKDOMU=$i BLKNDOMU=$ndomu BLKT0=@T0@"
+    cfg=domU.cfg; ((i > 1)) && cfg=domU$i.cfg
+    cat > "$work/payload/$cfg" <<CFG
 type="pv"
-name="blktest"
-memory=384
+name="$name"
+memory=$mem
 vcpus=1
 kernel="/run/payload/domU-bzImage"
 ramdisk="/run/payload/domU.cpio.gz"
-extra="console=hvc0 rdinit=/init quiet loglevel=6"
-disk=['format=raw, vdev=xvda, access=rw, script=/run/payload/block-simple, target=/dev/vdb']
+extra="console=hvc0 rdinit=/init quiet loglevel=6$extra"
+disk=['format=raw, vdev=xvda, access=rw, script=/run/payload/block-simple, target=/dev/${targets[i - 1]}']
 on_poweroff="destroy"
 on_crash="destroy"
 CFG
+done
 chmod +x "$work/payload/block-simple"
 tar -C "$work/payload" -cf "$work/payload.tar" .
 
-truncate -s "$size" "$work/vbd.img"
+extra_vbds=()
+for ((i = 0; i < ndomu; i++)); do
+    truncate -s "$size" "$work/vbd$i.img"
+    ((i > 0)) && extra_vbds+=(-drive "file=$work/vbd$i.img,if=none,id=vbd$i,format=raw,cache=unsafe" -device "virtio-blk-pci,drive=vbd$i,VBDOPTS")
+done
 vbd_opts="physical_block_size=$phys"
 [ -n "$min_io" ] && vbd_opts+=",min_io_size=$min_io"
 [ -n "$opt_io" ] && vbd_opts+=",opt_io_size=$opt_io"
 
 log="$LOGDIR/$label.log"
-log "xen guest '$label': blkback feature_persistent=$persistent, backing disk $vbd_opts, timeout ${timeout}s, log $log"
+extra_vbds=("${extra_vbds[@]//VBDOPTS/$vbd_opts}")
+log "xen guest '$label': $ndomu domU(s), blkback feature_persistent=$persistent, backing disk $vbd_opts, timeout ${timeout}s, log $log"
 set +e
 timeout --foreground -k 5 "$timeout" qemu-system-x86_64 -accel tcg -cpu qemu64 -smp 2 -m 3072 \
     -nographic -monitor none -serial stdio -no-reboot \
@@ -87,8 +114,9 @@ timeout --foreground -k 5 "$timeout" qemu-system-x86_64 -accel tcg -cpu qemu64 -
     -append "console=com1 com1=115200,8n1 loglvl=all guest_loglvl=all dom0_mem=1024M,max:1024M dom0_max_vcpus=1" \
     -initrd "$KDIR/arch/x86/boot/bzImage console=hvc0 earlyprintk=xen rdinit=/init quiet loglevel=4,$(dirname "$dom0_img")/dom0-initramfs.cpio.gz" \
     -drive "file=$dom0_img,if=none,id=root,format=raw,snapshot=on" -device virtio-blk-pci,drive=root \
-    -drive "file=$work/vbd.img,if=none,id=vbd,format=raw,cache=unsafe" -device "virtio-blk-pci,drive=vbd,$vbd_opts" \
+    -drive "file=$work/vbd0.img,if=none,id=vbd,format=raw,cache=unsafe" -device "virtio-blk-pci,drive=vbd,$vbd_opts" \
     -drive "file=$work/payload.tar,if=none,id=payload,format=raw,readonly=on" -device virtio-blk-pci,drive=payload \
+    "${extra_vbds[@]}" \
     < /dev/null > "$log" 2>&1
 rc=$?
 set -e

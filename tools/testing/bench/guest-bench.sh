@@ -7,13 +7,28 @@
 #   ABSS     alignment write sizes          VWL virtio workloads
 #   OPS      indirect/persist directions    PERSIST blkback feature_persistent
 #   JOBS     concurrent fio jobs for persist (aggregate MB/s)
+#   POPS     persist directions (default: randread, the seed's workload)
+# Several domUs (xen-guest.sh -n): BLKDOMU/BLKNDOMU/BLKT0 come from the kernel
+# command line; every step (load, each fio run, unload) then starts at a
+# common wall-clock slot BLKT0 + k * (RT + SLOTPAD) so that the domUs' fio runs
+# overlap; BENCH lines carry domu=I ndomu=N (the host sums MB/s over domUs).
 # Prints one "BENCH exp=... key=value ..." line per measured repetition (the
 # host computes min/median/max) and TAP lines for the steps that must work.
 # A number that could not be measured is printed as NA: the host rejects it.
 . /guest/common.sh
 : "${EXPS:=}" "${REPS:=3}" "${RT:=3}" "${SEGS:=32}" "${BSS:=4k 64k 1M}"
 : "${ABSS:=512 2k 4k 8k}" "${VWL:=qd1 qd32 seqread seqwrite}" "${OPS:=write read}"
-: "${PERSIST:=?}" "${JOBS:=1}"
+: "${PERSIST:=?}" "${JOBS:=1}" "${POPS:=randread}"
+: "${BLKNDOMU:=1}" "${BLKDOMU:=1}" "${BLKT0:=0}" "${SLOTPAD:=5}"
+DOMU=; [ "$BLKNDOMU" -gt 1 ] && DOMU=" domu=$BLKDOMU ndomu=$BLKNDOMU"
+K=0 LATE=0
+slot() { # multi-domU: wait for the next common slot
+    [ "$BLKNDOMU" -gt 1 ] || return 0
+    K=$((K + 1))
+    local target=$((BLKT0 + K * (RT + SLOTPAD))) now
+    now=$(date +%s)
+    if [ "$now" -lt "$target" ]; then sleep $((target - now)); else LATE=$((LATE + 1)); echo "slot $K late by $((now - target)) s" >&2; fi
+}
 echo 1 > /proc/sys/kernel/printk 2>/dev/null
 MB=/tmp/bench
 
@@ -78,6 +93,7 @@ xen_point() {
     local exp=$1 drv=$2 ids=$3 rw=$4 bs=$5 r kib bw iops i0 i1 r0 r1 c0 c1 n0 n1 extra fargs; shift 5
     fargs="$*"
     for r in $(seq 1 "$REPS"); do
+        slot
         i0=$(diskios $D); r0=$(rsstat requests); c0=$(rsstat bytes_copied); n0=$(rsstat notifications)
         set -- $(fio_one $D "$rw" "$bs" $fargs); kib=$1 bw=$2 iops=$3
         i1=$(diskios $D); r1=$(rsstat requests); c1=$(rsstat bytes_copied); n1=$(rsstat notifications)
@@ -86,7 +102,7 @@ xen_point() {
         else
             extra="reqs_per_mib=$(per_mib "$(dl "$i0" "$i1")" "$kib")"
         fi
-        echo "BENCH exp=$exp driver=$drv $ids op=$rw bs=$bs rep=$r mbps=$(mbps "$bw") iops=$iops $extra"
+        echo "BENCH exp=$exp driver=$drv $ids$DOMU op=$rw bs=$bs rep=$r late=$LATE mbps=$(mbps "$bw") iops=$iops $extra"
     done
 }
 c_bounce() { dmesg | grep "blkfront: $D:" | tail -1 | grep -o 'bounce buffer: [a-z]*' | awk '{ print $3 }'; }
@@ -105,9 +121,9 @@ exp_indirect() { # DRIVER (loaded with max_indirect_segments=$SEGS)
 exp_persist() { # DRIVER
     local bs op b
     if [ "$1" = c ]; then b=$(c_bounce); else b=$(rsstat bounce_buffer); fi
-    echo "BENCH-INFO exp=persist driver=$1 persistent=$PERSIST bounce=${b:-NA} dmesg=$(dmesg | grep -o "$D: flush.*" | tail -1 | tr ' ;' '_,')"
+    echo "BENCH-INFO exp=persist driver=$1 persistent=$PERSIST$DOMU bounce=${b:-NA} dmesg=$(dmesg | grep -o "$D: flush.*" | tail -1 | tr ' ;' '_,')"
     for bs in $BSS; do
-        for op in $OPS; do
+        for op in $POPS; do
             xen_point persist $1 "persistent=$PERSIST jobs=$JOBS" "$op" "$bs" --size=64M --numjobs="$JOBS" --offset_increment=64M
         done
     done
@@ -144,11 +160,13 @@ size=256MiB, type=L' | sfdisk -q /dev/$D >/tmp/sfdisk.out 2>&1; then
 }
 xen_driver() { # DRIVER: one load, every Xen experiment of this boot, unload
     local e
+    slot
     xen_load $1 max_indirect_segments=$SEGS || return
     for e in $EXPS; do
         echo "BENCH-PHASE $e $1 start $(cut -d' ' -f1 /proc/uptime)"
         exp_$e $1
     done
+    slot
     xen_unload $1
 }
 

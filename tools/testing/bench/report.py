@@ -41,10 +41,42 @@ for log in sorted(glob.glob(os.path.join(out, "logs", "*.log"))):
         kv = dict(x.split("=", 1) for x in m.group(2).split())
         (infos if m.group(1) == "BENCH-INFO" else recs).append(kv)
 
+NOT_ID = set(METRICS) | {"rep", "late", "domu"}
+
+# Several domUs (domu=I ndomu=N): one record per (point, repetition) with
+# MB/s and IOPS summed over the domUs (they ran in the same time slot) and
+# the per-MiB / per-request counters averaged.
+multi, single = {}, []
+for r in recs:
+    if "domu" in r:
+        key = tuple((k, v) for k, v in r.items() if k not in NOT_ID) + (("rep", r.get("rep")),)
+        multi.setdefault(key, []).append(r)
+    else:
+        single.append(r)
+late = 0
+for key, rs in multi.items():
+    agg = dict(key)
+    want = int(agg.get("ndomu", "0") or 0)
+    if len({x["domu"] for x in rs}) < want:
+        problems.append(f"{dict(key)}: results from {len(rs)} of {want} domUs")
+    for m in METRICS:
+        vals = [num(x.get(m)) for x in rs if m in x]
+        if not vals:
+            continue
+        if any(v is None for v in vals):
+            agg[m] = "NA"
+        elif m in ("mbps", "iops"):
+            agg[m] = str(sum(vals))
+        else:
+            agg[m] = str(sum(vals) / len(vals))
+    late = max([late] + [int(x.get("late", "0") or 0) for x in rs])
+    single.append(agg)
+recs = single
+
 # Group repetitions: identity = every key that is not a metric or "rep".
 groups = {}
 for r in recs:
-    ident = tuple((k, v) for k, v in r.items() if k not in METRICS and k != "rep")
+    ident = tuple((k, v) for k, v in r.items() if k not in NOT_ID)
     groups.setdefault(ident, []).append(r)
 
 
@@ -146,7 +178,7 @@ if "persist" in cfg["exps"]:
     for pers in cfg["persistent"]:
         bounce = {d: next((i.get("bounce") for i in infos if i.get("exp") == "persist" and i.get("driver") == d and i.get("persistent") == str(pers)), "?") for d in ("c", "rs")}
         for bs in cfg["bss"]:
-            for op in cfg["ops"]:
+            for op in cfg["pops"]:
                 p = {}
                 for drv in ("c", "rs"):
                     w = {"exp": "persist", "driver": drv, "persistent": str(pers), "bs": bs, "op": op}
@@ -157,9 +189,10 @@ if "persist" in cfg["exps"]:
                 if p["c"][0] and p["rs"][0]:
                     c, r = p["c"][0], p["rs"][0]
                     dat += f"\"p{pers} {bs} {op}\" {c[1]} {c[0]} {c[2]} {r[1]} {r[0]} {r[2]}\n"
-    table(f"Xen persistent grants: {cfg['jobs']} fio job(s) in 1 domU, aggregate MB/s median [min-max]; bytes copied per MiB",
+    where = f"{cfg['ndomu']} domUs at once, {cfg['jobs']} fio job(s) each" if cfg["ndomu"] > 1 else f"1 domU, {cfg['jobs']} fio job(s)"
+    table(f"Xen persistent grants: {where}, aggregate MB/s median [min-max]; bytes copied per MiB",
           ["feature_persistent", "bs", "op", "C MB/s", "ours MB/s", "ours/C", "C bounce", "ours bounce", "ours copied B/MiB"], rows)
-    csv("persistent", ["feature_persistent", "bs", "op", "driver", "jobs", "n", "mbps_min", "mbps_median", "mbps_max", "copied_bytes_per_mib_median", "bounce_buffer"], csvrows)
+    csv("persistent", ["feature_persistent", "bs", "op", "driver", "jobs_per_domu", "n", "mbps_min", "mbps_median", "mbps_max", "copied_bytes_per_mib_median", "bounce_buffer"], csvrows)
     gnuplot("persistent", "set title 'Xen persistent grants (blkback feature_persistent)'\nset style data histogram\n"
             "set style histogram errorbars gap 1 lw 1\nset style fill solid 0.6 border -1\nset xtics rotate by -30\nset logscale y\nset ylabel 'MB/s'\n"
             "plot 'DAT' using 2:3:4:xtic(1) title 'C xen-blkfront', '' using 5:6:7 title 'ours'\n", dat)
@@ -229,6 +262,8 @@ if shutil.which("gnuplot"):
 else:
     print("warning: gnuplot not installed: no PNGs (apt-get install gnuplot-nox)", file=sys.stderr)
 
+if late:
+    print(f"note: in multi-domU runs up to {late} step(s) of a domU started after their common slot (less overlap)")
 print(f"\nresults: {out} (CSV, PNG, logs/)")
 for p in problems:
     print(f"MISSING: {p}")

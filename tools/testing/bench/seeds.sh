@@ -50,17 +50,17 @@ fi
 
 if ((smoke)); then
     reps=${BENCH_REPS:-1} rt=${BENCH_RT:-2}
-    segs="32" bss="1M" abss="4k" vwl="qd1" ops="write" persist="1"
+    segs="32" bss="1M" abss="4k" vwl="qd1" ops="write" pops="randread" persist="1" ndomu=1 jobs=4
 else
     reps=${BENCH_REPS:-3} rt=${BENCH_RT:-3}
-    segs="11 32 64 128 256" bss="4k 64k 1M" abss="512 2k 4k 8k" vwl="qd1 qd32 seqread seqwrite" ops="write read" persist="1 0"
+    segs="11 32 64 128 256" bss="4k 64k 1M" abss="512 2k 4k 8k" vwl="qd1 qd32 seqread seqwrite" ops="write read" pops="randread" persist="1 0"
+    ndomu=${BENCH_NDOMU:-2} jobs=1
 fi
-jobs=4
 js() { printf '[%s]' "$(echo "$1" | sed 's/[^ ][^ ]*/"&"/g; s/ /,/g')"; }
 cat > "$out/config.json" <<JSON
 {"smoke": $smoke, "reps": $reps, "runtime": $rt, "exps": ["indirect", "persist", "align", "virtio"],
  "segs": $(js "$segs"), "bss": $(js "$bss"), "abss": $(js "$abss"), "vwl": $(js "$vwl"),
- "ops": $(js "$ops"), "persistent": $(js "$persist"), "jobs": $jobs}
+ "ops": $(js "$ops"), "pops": $(js "$pops"), "persistent": $(js "$persist"), "jobs": $jobs, "ndomu": $ndomu}
 JSON
 
 # guest_script NAME VAR=VALUE...: the guest script with its settings.
@@ -69,7 +69,7 @@ guest_script() {
     { echo '#!/bin/sh'; for kv in "$@"; do echo "$kv"; done; cat "$T/bench/guest-bench.sh"; } > "$f"
     echo "$f"
 }
-common=("REPS=$reps" "RT=$rt" "BSS='$bss'" "ABSS='$abss'" "VWL='$vwl'" "OPS='$ops'" "JOBS=$jobs")
+common=("REPS=$reps" "RT=$rt" "BSS='$bss'" "ABSS='$abss'" "VWL='$vwl'" "OPS='$ops'" "POPS='$pops'" "JOBS=$jobs")
 failed=0
 run() { # label runner args...
     local label=$1 t0=$(date +%s); shift
@@ -91,12 +91,15 @@ if ((smoke)); then
         "$(guest_script bench-xen "${common[@]}" SEGS=32 "EXPS='indirect persist align'" PERSIST=1)"
 else
     for s in $segs; do
-        e=indirect; [ "$s" = 32 ] && e="indirect persist"
         run bench-xen-s$s "$T/xen-guest.sh" -l bench-xen-s$s -p 1 -b 512 -t 600 \
-            "$(guest_script bench-xen-s$s "${common[@]}" SEGS=$s "EXPS='$e'" PERSIST=1)"
+            "$(guest_script bench-xen-s$s "${common[@]}" SEGS=$s "EXPS=indirect" PERSIST=1)"
     done
-    run bench-xen-p0 "$T/xen-guest.sh" -l bench-xen-p0 -p 0 -b 512 -t 600 \
-        "$(guest_script bench-xen-p0 "${common[@]}" SEGS=32 "EXPS=persist" PERSIST=0)"
+    # The seed summed fio over several guests running at once: $ndomu domUs,
+    # each on its own backing disk, steps in common time slots.
+    for p in $persist; do
+        run bench-xen-persist$p "$T/xen-guest.sh" -l bench-xen-persist$p -n "$ndomu" -p "$p" -b 512 -t 900 \
+            "$(guest_script bench-xen-persist$p "${common[@]}" SEGS=32 "EXPS=persist" PERSIST=$p)"
+    done
     run bench-xen-align "$T/xen-guest.sh" -l bench-xen-align -p 1 -b 4096 -m 4096 -o 1048576 -t 600 \
         "$(guest_script bench-xen-align "${common[@]}" SEGS=32 "EXPS=align" PERSIST=1)"
 fi

@@ -2,15 +2,41 @@
 # Starts xenstored/xenconsoled, loads xen-blkback with the run's
 # feature_persistent, then boots the PV domU with its console attached: the
 # domU's own test script prints the check lines and GUEST-EXIT.
+# With NDOMU > 1 (xen-guest.sh -n) domUs 2..N start first, detached, their
+# consoles logged by xenconsoled; after domU 1 they are waited for and their
+# logs appended (check lines renamed "domU<i>: ...").
 . /run/payload/run.env
 modprobe xen-blkback feature_persistent="$PERSISTENT" || echo "dom0: modprobe xen-blkback failed"
 xenstored --pid-file /run/xenstored.pid
 xen-init-dom0 >/dev/null
-xenconsoled --log=none
+NDOMU=${NDOMU:-1}
+if [ "$NDOMU" -gt 1 ]; then xenconsoled --log=guest; else xenconsoled --log=none; fi
 echo "dom0: backing disk /dev/vdb: phys $(cat /sys/block/vdb/queue/physical_block_size) log $(cat /sys/block/vdb/queue/logical_block_size), blkback feature_persistent=$(cat /sys/module/xen_blkback/parameters/feature_persistent)"
-cat /run/payload/domU.cfg > /run/domU.cfg
+# A common start second for all domUs: after the last one has been created.
+T0=$(( $(date +%s) + 30 + 45 * (NDOMU - 1) ))
+sed "s/@T0@/$T0/" /run/payload/domU.cfg > /run/domU.cfg
+start=$(date +%s)
+i=2
+while [ "$i" -le "$NDOMU" ]; do
+    sed "s/@T0@/$T0/" /run/payload/domU$i.cfg > /run/domU$i.cfg
+    xl create /run/domU$i.cfg >/dev/null 2>&1 || echo "dom0: xl create domU$i failed"
+    i=$((i + 1))
+done
 timeout "$DOMU_TIMEOUT" xl create -c /run/domU.cfg
 rc=$?
+i=2
+while [ "$i" -le "$NDOMU" ]; do
+    while xl list "blktest$i" >/dev/null 2>&1 && [ $(( $(date +%s) - start )) -lt "$DOMU_TIMEOUT" ]; do sleep 1; done
+    xl list "blktest$i" >/dev/null 2>&1 && { echo "dom0: domU$i timed out"; xl destroy "blktest$i"; }
+    tr -d '\r' < /var/log/xen/console/guest-blktest$i.log 2>/dev/null |
+        sed -e "s/^\(not \)\{0,1\}ok \([0-9]*\) - /\1ok \2 - domU$i: /" \
+            -e "s/^GUEST-EXIT: 0\$/ok 0 - domU$i: guest exit status 0/" \
+            -e "s/^GUEST-EXIT: \(.*\)/not ok 0 - domU$i: guest exit status \1/" \
+            -e "s/KTAP-\\(BEGIN\\|END\\)/KTAP_\\1_domU$i/"
+    grep -q '^GUEST-EXIT' /var/log/xen/console/guest-blktest$i.log 2>/dev/null ||
+        echo "not ok 0 - domU$i: no GUEST-EXIT line (hang, panic or timeout)"
+    i=$((i + 1))
+done
 [ $rc = 124 ] && echo "dom0: domU timed out after $DOMU_TIMEOUT s"
 if [ -r /run/payload/dom0-after.sh ]; then sh /run/payload/dom0-after.sh; fi
 xl destroy blktest 2>/dev/null

@@ -354,6 +354,14 @@ impl Info {
         if dev.state() == State::Closing {
             return;
         }
+        // No more requests (upstream: blk_mark_disk_dead, which rust/blkmq
+        // does not offer): the rings fail new ones.
+        {
+            let conn = self.conn.lock();
+            for h in conn.rings.iter() {
+                h.ring().with_state(|st| st.mark_dead());
+            }
+        }
         dev.frontend_closed();
     }
 }

@@ -297,6 +297,9 @@ pub(crate) struct RingState {
     io: Option<KBox<Io>>,
     /// Bad backend input seen: nothing more is queued or completed.
     broken: bool,
+    /// The backend is closing: new requests fail (`blk_mark_disk_dead`
+    /// upstream), those in flight still complete.
+    dead: bool,
     /// A batch has requests not yet pushed to the backend.
     pending_push: bool,
 }
@@ -331,6 +334,7 @@ impl RingHandle {
                     notifier: Notifier::default(),
                     io: None,
                     broken: false,
+                    dead: false,
                     pending_push: false,
                 }),
             }),
@@ -403,6 +407,7 @@ impl Ring {
         let mut st = self.state.lock();
         st.io = Some(io);
         st.broken = false;
+        st.dead = false;
         Ok(())
     }
 }
@@ -563,9 +568,14 @@ impl RingState {
         self.front.size()
     }
 
-    /// Bad backend input was seen on this ring.
+    /// Bad backend input was seen on this ring, or the backend is closing.
     pub(crate) fn broken(&self) -> bool {
-        self.broken
+        self.broken || self.dead
+    }
+
+    /// The backend is going away: fail new requests from now on.
+    pub(crate) fn mark_dead(&mut self) {
+        self.dead = true;
     }
 
     /// Whether the data path is up and healthy.
@@ -599,7 +609,7 @@ impl RingState {
         sector: u64,
         nr_sectors: u64,
     ) -> Result<(), (crate::disk::Rq, QueueError)> {
-        if self.broken {
+        if self.broken || self.dead {
             return Err((rq, QueueError::Io));
         }
         let Some(io) = self.io.as_deref_mut() else {

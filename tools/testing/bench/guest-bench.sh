@@ -144,7 +144,7 @@ size=256MiB, type=L' | sfdisk -q /dev/$D >/tmp/sfdisk.out 2>&1; then
     else
         not_ok "$drv: sfdisk ($(head -c 200 /tmp/sfdisk.out 2>/dev/null))"
     fi
-    if command -v mkfs.ext4 >/dev/null && [ -b /dev/${D}1 ] && mkfs.ext4 -F -E nodiscard /dev/${D}1 >/tmp/mkfs.out 2>&1; then
+    if command -v mkfs.ext4 >/dev/null && [ -b /dev/${D}1 ] && mkfs.ext4 -F -E nodiscard,lazy_itable_init=1,lazy_journal_init=1 /dev/${D}1 >/tmp/mkfs.out 2>&1; then
         dumpe2fs -h /dev/${D}1 > /tmp/dumpe2fs.out 2>/dev/null
         blk=$(awk -F: '/^Block size:/ { gsub(/ /, "", $2); print $2 }' /tmp/dumpe2fs.out)
         stride=$(awk -F: '/^RAID stride:/ { gsub(/ /, "", $2); print $2 }' /tmp/dumpe2fs.out)

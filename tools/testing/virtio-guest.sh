@@ -83,7 +83,7 @@ timeout --foreground -k 5 "$timeout" qemu-system-x86_64 -accel tcg -cpu qemu64 -
     "${qemu_disks[@]}" ${QEMU_EXTRA:-} < /dev/null >> "$log" 2>&1
 rc=$?
 set -e
-kill "$relay" 2>/dev/null; pkill -P "$relay" 2>/dev/null || true
+kill "$relay" 2>/dev/null || true; pkill -P "$relay" 2>/dev/null || true
 ((rc == 124)) && echo "GUEST-TIMEOUT after ${timeout}s" >> "$log"
 collect_results "$log" "$label"
 grep -q '^GUEST-EXIT: 0' <(tr -d '\r' < "$log")

@@ -74,7 +74,9 @@ failed=0
 run() { # label runner args...
     local label=$1 t0=$(date +%s); shift
     log "bench: $label"
-    if ! bash "$@"; then
+    bash "$@"
+    # The guest's own verdict (a runner can also fail after a clean guest).
+    if ! tr -d '\r' < "$LOGDIR/$label.log" 2>/dev/null | grep -q '^GUEST-EXIT: 0'; then
         log "bench: $label: guest run failed (see $LOGDIR/$label.log)"
         failed=1
     fi

@@ -66,6 +66,13 @@ for a in "$@"; do
     esac
 done
 [ "$(id -u)" = 0 ] || die "needs root (debootstrap, chroot)"
+# One run at a time (runs share the chroot's source copy and the tree).
+exec 8> "$BASE/.lock"; flock 8
+# Never rm -rf a directory with something mounted below it (a leaked /dev
+# bind mount would take the host's /dev with it).
+safe_rm() { local d; for d in "$@"; do
+    ! grep -q " $(realpath -m "$d")[/ ]" /proc/mounts || die "$d has mounts below it; unmount them first"
+    rm -rf "$d"; done; }
 
 # ---- 1. packages (download only) ----------------------------------------
 fetch() { # package -> path of the .deb in $DL
@@ -117,11 +124,11 @@ ckey=$(printf '%s\n' "$SUITE" "$MIRROR" | sha256sum | cut -c1-12)
 CH=$BASE/chroot-$SUITE-$ckey
 if [ ! -f "$CH/.blkfront-ready" ]; then
     log "debootstrap $SUITE into $CH (log $BASE/debootstrap-$ckey.log)"
-    rm -rf "$CH.tmp"
+    safe_rm "$CH.tmp"
     t0=$(date +%s)
     debootstrap --variant=minbase --include="$pkgs" "$SUITE" "$CH.tmp" "$MIRROR" \
         > "$BASE/debootstrap-$ckey.log" 2>&1 || die "debootstrap failed: see $BASE/debootstrap-$ckey.log"
-    rm -rf "$CH"; mv "$CH.tmp" "$CH"
+    safe_rm "$CH"; mv "$CH.tmp" "$CH"
     echo "$(( $(date +%s) - t0 ))" > "$CH/.debootstrap-seconds"
     date -u > "$CH/.blkfront-ready"
     log "chroot ready in $(cat "$CH/.debootstrap-seconds")s"
@@ -130,6 +137,7 @@ fi
 mounted=()
 cleanup() { local m; for m in "${mounted[@]}"; do umount -l "$m" 2>/dev/null || true; done; }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 mountpoint -q "$CH/proc" || { mount -t proc proc "$CH/proc"; mounted+=("$CH/proc"); }
 mountpoint -q "$CH/dev" || { mount --bind /dev "$CH/dev"; mounted+=("$CH/dev"); }
 inch() { chroot "$CH" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@"; }

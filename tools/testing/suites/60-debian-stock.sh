@@ -7,8 +7,11 @@
 # DKMS flow in the chroot. KUnit is off in Debian's kernel: functional checks.
 #
 #   suites/60-debian-stock.sh            (results appended to $RESULTS)
-# Environment: DISTRO_KREL (default 7.3.4+deb13-amd64), DEBIAN_STOCK_XEN=1
-# to also boot it as the PV domU under the harness's Xen.
+# Then the same kernel as the PV domU under the harness's Xen
+# (xen-guest.sh with DOMU_KERNEL/DOMU_MODULES; dom0 is the test kernel) with
+# xen_blkfront_rs.ko against xen-blkback.
+# Environment: DISTRO_KREL (default 7.3.4+deb13-amd64), DEBIAN_STOCK_XEN=0
+# skips the Xen run.
 set -uo pipefail
 T=$(cd "$(dirname "$0")/.." && pwd)
 . "$T/lib.sh"
@@ -26,8 +29,11 @@ if ! out=$(DISTRO_KREL=$KREL bash "$REPO/tools/distro/debian-kdir.sh" --dkms 2> 
     rec fail "tree/modules for Debian $KREL: $(grep -E '^(refused|error):' "$plog" | tail -1) (log $plog)"
     exit 1
 fi
-eval "$out"   # KDIR CHROOT OUT
-rec pass "tree for Debian $KREL prepared from Debian packages ($(($(date +%s) - t0))s this run; cold prepare $(cat "$KDIR/.prepare-seconds" 2>/dev/null)s)"
+# D_KDIR D_CHROOT D_OUT (prefixed: KDIR from run-tests.sh is the test kernel,
+# which xen-guest.sh still needs for dom0)
+eval "$(echo "$out" | sed 's/^/D_/')"
+CHROOT=$D_CHROOT OUT=$D_OUT
+rec pass "tree for Debian $KREL prepared from Debian packages ($(($(date +%s) - t0))s this run; cold prepare $(cat "$D_KDIR/.prepare-seconds" 2>/dev/null)s)"
 for ko in "$OUT"/*.ko; do
     rec pass "$(basename "$ko") built in the $(basename "$CHROOT") chroot, vermagic '$(modinfo -F vermagic "$ko")' = Debian's"
 done
@@ -120,8 +126,8 @@ timeout --foreground -k 5 "${DEBIAN_STOCK_TIMEOUT:-420}" qemu-system-x86_64 -acc
 (($? == 124)) && echo "GUEST-TIMEOUT" >> "$log"
 collect_results "$log" "$L-virtio"
 
-# ---- optional: Debian's kernel as the PV domU under Xen --------------------
-if [ "${DEBIAN_STOCK_XEN:-0}" = 1 ] && [ -f "$OUT/xen_blkfront_rs.ko" ]; then
+# ---- Debian's kernel as the PV domU under Xen --------------------------------
+if [ "${DEBIAN_STOCK_XEN:-1}" = 1 ] && [ -f "$OUT/xen_blkfront_rs.ko" ]; then
     mkdir -p "$work/xenmods"
     cp "$OUT/xen_blkfront_rs.ko" "$work/xenmods/"
     c=$(grep -o '^[^:]*/xen-blkfront\.ko[^:]*' "$MODROOT/modules.dep" | head -1)

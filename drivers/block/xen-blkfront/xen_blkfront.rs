@@ -273,6 +273,22 @@ mod tests {
     }
 
     #[test]
+    fn frames_check_bounds_and_copy() {
+        use super::xen::grant::XenPage;
+        let a = XenPage::new().expect("page");
+        let b = XenPage::new().expect("page");
+        assert!(a.frame().write(4090, &[0u8; 8]).is_err());
+        assert!(a.frame().write(100, b"hello").is_ok());
+        assert!(a.frame().copy_to(100, b.frame(), 4092, 5).is_err());
+        assert!(a.frame().copy_to(100, b.frame(), 200, 5).is_ok());
+        let mut out = [0u8; 5];
+        b.frame().read(200, &mut out).expect("read");
+        assert_eq!(&out, b"hello");
+        // A frame never copies onto itself.
+        assert!(a.frame().copy_to(0, a.frame(), 8, 8).is_err());
+    }
+
+    #[test]
     fn wire_segments_double_within_backend_limit() {
         let n = nego(GOOD).expect("good backend");
         assert_eq!(super::ring::wire_segments(&n, 256), 64);

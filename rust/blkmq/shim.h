@@ -13,7 +13,6 @@
  */
 #ifndef BLKFRONT_RS_BLKMQ_SHIM_H
 #define BLKFRONT_RS_BLKMQ_SHIM_H
-// bindgen: --allowlist-file '(.*/)?rust/blkmq/shim\.h'
 #include <linux/types.h>
 
 struct blk_mq_tag_set;

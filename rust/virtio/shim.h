@@ -10,7 +10,6 @@
  */
 #ifndef BLKFRONT_RS_VIRTIO_SHIM_H
 #define BLKFRONT_RS_VIRTIO_SHIM_H
-// bindgen: --allowlist-file '(.*/)?rust/virtio/shim\.h'
 #include <linux/types.h>
 
 struct virtio_device;

@@ -11,7 +11,6 @@
 #ifndef BLKFRONT_RS_XEN_SHIM_H
 #define BLKFRONT_RS_XEN_SHIM_H
 
-// bindgen: --allowlist-file '(.*/)?rust/xen/shim\.h'
 // bindgen: --opaque-type xenbus_device --opaque-type device --opaque-type device_driver
 // bindgen: --opaque-type page --opaque-type xenbus_watch --opaque-type kobj_uevent_env
 // bindgen: --opaque-type gnttab_free_callback --opaque-type scatterlist

@@ -934,7 +934,7 @@ impl<T: Operations> Drop for GenDisk<T> {
             if self.added {
                 bindings::del_gendisk(self.raw());
             }
-            bindings::put_disk(self.raw());
+            shim::blkfront_rs_blkmq_put_disk(self.raw().cast(), self.added);
         }
     }
 }

@@ -72,6 +72,16 @@ struct gendisk *blkfront_rs_blkmq_alloc_disk(struct blk_mq_tag_set *set,
 	return disk;
 }
 
+void blkfront_rs_blkmq_put_disk(struct gendisk *disk, bool added)
+{
+	struct blkfront_rs_disk_priv *p = disk->private_data;
+
+	put_disk(disk);
+	/* ->free_disk only runs for disks that were added (GD_ADDED). */
+	if (!added)
+		kfree(p);
+}
+
 void blkfront_rs_blkmq_set_geometry(struct gendisk *disk, u16 cylinders,
 				    u8 heads, u8 sectors)
 {

@@ -41,6 +41,12 @@ struct device;
 struct gendisk *blkfront_rs_blkmq_alloc_disk(struct blk_mq_tag_set *set,
 					     struct queue_limits *lim,
 					     void *queuedata);
+/*
+ * Drop the allocation reference of a disk from blkfront_rs_blkmq_alloc_disk
+ * (after del_gendisk if it was added); frees the private area of a disk
+ * that was never added (the block layer calls ->free_disk only for added ones).
+ */
+void blkfront_rs_blkmq_put_disk(struct gendisk *disk, bool added);
 /* CHS geometry reported by HDIO_GETGEO; without it, sd-like defaults. */
 void blkfront_rs_blkmq_set_geometry(struct gendisk *disk, u16 cylinders,
 				    u8 heads, u8 sectors);

@@ -80,8 +80,8 @@ fetch() { # package -> path of the .deb in $DL
     f=$(ls "$DL/${pkg}"_*.deb 2>/dev/null | head -1 || true)
     if [ -z "$f" ]; then
         log "apt-get download $pkg"
-        (cd "$DL" && apt-get download -qq "$pkg/$SUITE-backports" 2>/dev/null ||
-            apt-get download -qq "$pkg") >&2 || die "cannot download $pkg (is $SUITE-backports in apt's sources? run tools/testing/setup-host.sh)"
+        (cd "$DL" && { apt-get download -qq "$pkg/$SUITE-backports" || apt-get download -qq "$pkg"; } 2>/dev/null) >&2 ||
+            refuse "no package $pkg in apt's sources (is $SUITE-backports configured? tools/testing/setup-host.sh adds it): no Debian kernel '$KREL' to prepare a tree for"
         f=$(ls "$DL/${pkg}"_*.deb | head -1)
     fi
     echo "$f"

@@ -198,14 +198,16 @@ dd if=/dev/vda of=/tmp/b bs=64k skip=300 count=16 iflag=direct 2>/dev/null
 check "vda: data round trip with 1 queue" cmp -s /tmp/p /tmp/b
 check "rmmod again" rmmod virtio_blk_rs
 
-# Leaks: 10 load/unload cycles; each probe allocates ~4 MiB (tag set
-# requests with their scatterlists), so a leak shows up in MemFree.
+# Leaks (coarse; virtio-kmemleak.sh is the precise check): each probe
+# allocates ~4.5 MiB per disk (tag set requests with their scatterlists), so
+# a leaked tag set costs ~90 MiB over 10 load/unload cycles of 2 disks.
+# Two warm-up cycles first (one-time allocations, slab caches growing).
 memfree() { sync; echo 3 > /proc/sys/vm/drop_caches; sed -n 's/^MemFree: *\([0-9]*\) kB/\1/p' /proc/meminfo; }
+cycle() { insmod /lib/modules/virtio_blk_rs.ko && sleep 0.3 && dd if=/dev/vda of=/dev/null bs=1M count=4 2>/dev/null; rmmod virtio_blk_rs; }
+cycle; cycle
 m0=$(memfree)
-for i in 1 2 3 4 5 6 7 8 9 10; do
-    insmod /lib/modules/virtio_blk_rs.ko && sleep 0.3 && dd if=/dev/vda of=/dev/null bs=1M count=4 2>/dev/null; rmmod virtio_blk_rs
-done
+for i in 1 2 3 4 5 6 7 8 9 10; do cycle; done
 m1=$(memfree)
 echo "LEAK-CHECK MemFree before ${m0} kB, after 10 load/unload cycles ${m1} kB"
-check "no memory lost over 10 load/unload cycles (< 2 MiB)" [ $((m0 - m1)) -lt 2048 ]
+check "no tag-set-sized loss over 10 load/unload cycles (< 8 MiB)" [ $((m0 - m1)) -lt 8192 ]
 finish

@@ -209,5 +209,7 @@ m0=$(memfree)
 for i in 1 2 3 4 5 6 7 8 9 10; do cycle; done
 m1=$(memfree)
 echo "LEAK-CHECK MemFree before ${m0} kB, after 10 load/unload cycles ${m1} kB"
-check "no tag-set-sized loss over 10 load/unload cycles (< 8 MiB)" [ $((m0 - m1)) -lt 8192 ]
+# MemFree moves by up to ~30 MiB after the fio runs above (seen with no leak:
+# kmemleak clean, Slab flat); a leaked tag set would cost ~90 MiB.
+check "no tag-set-sized loss over 10 load/unload cycles (< 40 MiB)" [ $((m0 - m1)) -lt 40960 ]
 finish

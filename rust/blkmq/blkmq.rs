@@ -592,6 +592,12 @@ impl<T: Operations> OpsTable<T> {
         }
     }
 
+    /// blk-mq's `queue_rq`.
+    ///
+    /// # Safety
+    ///
+    /// Called only by blk-mq, with a live `hctx` of a queue made by
+    /// [`GenDisk::new`] and `bd` pointing to a request of that queue.
     unsafe extern "C" fn queue_rq(
         hctx: *mut bindings::blk_mq_hw_ctx,
         bd: *const bindings::blk_mq_queue_data,
@@ -608,12 +614,23 @@ impl<T: Operations> OpsTable<T> {
         }
     }
 
+    /// blk-mq's `commit_rqs`.
+    ///
+    /// # Safety
+    ///
+    /// Called only by blk-mq, with a live `hctx` of one of our queues.
     unsafe extern "C" fn commit_rqs(hctx: *mut bindings::blk_mq_hw_ctx) {
         // SAFETY: blk-mq calls this with a live hctx of our queue.
         let (qd, hq) = unsafe { Self::hctx_parts(hctx) };
         T::commit_rqs(qd, hq);
     }
 
+    /// blk-mq's `complete`.
+    ///
+    /// # Safety
+    ///
+    /// Called only by blk-mq, with a request of our queue that
+    /// [`Request::complete`] handed to it.
     unsafe extern "C" fn complete(rq: *mut bindings::request) {
         // SAFETY: `rq` is a request of our queue, given back by blk-mq after
         // `Request::complete`; `queuedata` lives as long as the queue.
@@ -626,6 +643,11 @@ impl<T: Operations> OpsTable<T> {
         T::complete(qd, rq);
     }
 
+    /// blk-mq's `map_queues`.
+    ///
+    /// # Safety
+    ///
+    /// Called only by blk-mq, with `set` pointing into a live [`TagSet<T>`].
     unsafe extern "C" fn map_queues(set: *mut bindings::blk_mq_tag_set) {
         // SAFETY: `set` is the first field of a `#[repr(C)]` `TagSet<T>` (the
         // only users of these ops), alive while blk-mq maps its queues;
@@ -642,6 +664,12 @@ impl<T: Operations> OpsTable<T> {
         }
     }
 
+    /// blk-mq's `init_request`.
+    ///
+    /// # Safety
+    ///
+    /// Called only by blk-mq, with `set` of a live [`TagSet<T>`] and `rq`
+    /// whose PDU is the tag set's `cmd_size` bytes.
     unsafe extern "C" fn init_request(
         set: *mut bindings::blk_mq_tag_set,
         rq: *mut bindings::request,
@@ -907,7 +935,7 @@ impl<T: Operations> GenDisk<T> {
         })?;
         // SAFETY: `rq` is ours until freed; `buf` is a live kmalloc buffer of
         // `len` bytes that outlives the synchronous execution below.
-        let ret = unsafe {
+        unsafe {
             let r = to_result(bindings::blk_rq_map_kern(
                 rq,
                 buf.as_mut_ptr().cast(),
@@ -920,8 +948,7 @@ impl<T: Operations> GenDisk<T> {
             };
             bindings::blk_mq_free_request(rq);
             r
-        };
-        ret
+        }
     }
 }
 

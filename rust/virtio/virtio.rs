@@ -354,6 +354,12 @@ struct DevState<T> {
     work: NonNull<shim::blkfront_rs_work>,
 }
 
+/// Virtqueue interrupt callback.
+///
+/// # Safety
+///
+/// Called only by the virtio core, with a live virtqueue of a device bound
+/// to `T`.
 unsafe extern "C" fn vq_callback<T: Driver>(vq: *mut shim::virtqueue) {
     // SAFETY: the virtio core calls this with a live virtqueue of a device
     // bound to `T`; `priv` is null or a `DevState<T>` that outlives the
@@ -367,6 +373,11 @@ unsafe extern "C" fn vq_callback<T: Driver>(vq: *mut shim::virtqueue) {
     }
 }
 
+/// Work item that handles a config change in process context.
+///
+/// # Safety
+///
+/// `ctx` must be the `virtio_device` given to `blkfront_rs_work_alloc`.
 unsafe extern "C" fn config_work<T: Driver>(ctx: *mut c_void) {
     // SAFETY: `ctx` is the `vdev` given to `blkfront_rs_work_alloc`; the work
     // is cancelled before `priv` is cleared and freed.
@@ -379,6 +390,11 @@ unsafe extern "C" fn config_work<T: Driver>(ctx: *mut c_void) {
     }
 }
 
+/// The virtio core's `config_changed`.
+///
+/// # Safety
+///
+/// Called only by the virtio core, with a live device bound to `T`.
 unsafe extern "C" fn config_changed_cb<T: Driver>(vdev: *mut shim::virtio_device) {
     // SAFETY: `priv` is null or a live `DevState<T>` (see `vq_callback`).
     unsafe {
@@ -402,6 +418,11 @@ unsafe fn teardown_vqs(vdev: *mut shim::virtio_device) {
     }
 }
 
+/// The virtio core's `probe`.
+///
+/// # Safety
+///
+/// Called only by the virtio core, with a live device.
 unsafe extern "C" fn probe_cb<T: Driver>(vdev: *mut shim::virtio_device) -> ffi::c_int {
     // SAFETY: the virtio core calls probe with a live device.
     let dev = unsafe { Device::from_raw(vdev) };
@@ -467,6 +488,11 @@ unsafe fn remove_state<T: Driver>(vdev: *mut shim::virtio_device, st: *mut DevSt
     }
 }
 
+/// The virtio core's `remove`.
+///
+/// # Safety
+///
+/// Called only by the virtio core, once, after a successful [`probe_cb`].
 unsafe extern "C" fn remove_cb<T: Driver>(vdev: *mut shim::virtio_device) {
     // SAFETY: remove is called once after a successful probe, with `priv`
     // set by `probe_cb`.

@@ -128,7 +128,9 @@ impl<T: Handler> BoundIrq<T> {
 
 impl<T: Handler> Drop for BoundIrq<T> {
     fn drop(&mut self) {
-        let dev_id = Arc::as_ptr(&self.data).cast_mut().cast::<core::ffi::c_void>();
+        let dev_id = Arc::as_ptr(&self.data)
+            .cast_mut()
+            .cast::<core::ffi::c_void>();
         // SAFETY: by the type invariant `irq` is bound with `dev_id`; after
         // this no handler runs any more.
         unsafe { bindings::rxen_unbind_from_irqhandler(self.irq, dev_id) };

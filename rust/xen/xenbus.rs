@@ -203,9 +203,7 @@ impl Device {
     pub fn as_device(&self) -> &kernel::device::Device {
         // SAFETY: by the type invariant the xenbus device, and so its
         // embedded `struct device`, is live for the borrow of `self`.
-        unsafe {
-            kernel::device::Device::from_raw(bindings::rxen_dev_device(self.as_raw()).cast())
-        }
+        unsafe { kernel::device::Device::from_raw(bindings::rxen_dev_device(self.as_raw()).cast()) }
     }
 
     pub(crate) fn raw(&self) -> *mut bindings::xenbus_device {
@@ -386,7 +384,13 @@ pub fn read(xbt: Xbt, dir: &CStr, node: &CStr) -> Result<Option<KVec<u8>>> {
     let mut len: kernel::ffi::c_uint = 0;
     // SAFETY: `dir`/`node` are NUL-terminated; `out`/`len` are valid.
     let err = unsafe {
-        bindings::rxen_xenbus_read(xbt.0, dir.as_char_ptr(), node.as_char_ptr(), &mut out, &mut len)
+        bindings::rxen_xenbus_read(
+            xbt.0,
+            dir.as_char_ptr(),
+            node.as_char_ptr(),
+            &mut out,
+            &mut len,
+        )
     };
     if err == -(kernel::bindings::ENOENT as i32) {
         return Ok(None);

@@ -74,8 +74,7 @@ use blkmq::{
     Rejected,
     ReqOp,
     Request,
-    Status,
-    TagSet, //
+    Status, //
 };
 use virtio::blk::{
     self as vblk,
@@ -703,6 +702,7 @@ impl kernel::Module for VirtioBlkModule {
 #[kunit_tests(virtio_blk_rs)]
 mod tests {
     use super::blkcore::{blkif, virtio as vcfg};
+    use super::blkmq::TagSet;
     use super::*;
 
     const F_BASE: u64 = 0;

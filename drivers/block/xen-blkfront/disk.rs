@@ -317,11 +317,17 @@ fn translate_vdev(vdevice: u32) -> Option<(u32, u32)> {
         8 => (minor, minor / PARTS_PER_DISK),
         65..=71 => {
             let k = major - 65 + 1;
-            (minor + k * 16 * PARTS_PER_DISK, minor / PARTS_PER_DISK + k * 16)
+            (
+                minor + k * 16 * PARTS_PER_DISK,
+                minor / PARTS_PER_DISK + k * 16,
+            )
         }
         128..=135 => {
             let k = major - 128 + 8;
-            (minor + k * 16 * PARTS_PER_DISK, minor / PARTS_PER_DISK + k * 16)
+            (
+                minor + k * 16 * PARTS_PER_DISK,
+                minor / PARTS_PER_DISK + k * 16,
+            )
         }
         202 => (minor, minor / PARTS_PER_DISK),
         _ => return None,

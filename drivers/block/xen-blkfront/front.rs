@@ -148,7 +148,10 @@ impl xenbus::Driver for Blkfront {
             }
             State::Connected => {
                 let s = dev.state();
-                if s != State::Initialised && s != State::Connected && info.talk_to_blkback(dev).is_err() {
+                if s != State::Initialised
+                    && s != State::Connected
+                    && info.talk_to_blkback(dev).is_err()
+                {
                     return;
                 }
                 info.connect(dev);
@@ -265,7 +268,10 @@ impl Info {
                 Err(_) => return,
             };
             if let Ok(sectors) = neg::read_sectors(&backend) {
-                let changed = conn.negotiated.as_ref().is_some_and(|n| n.sectors != sectors);
+                let changed = conn
+                    .negotiated
+                    .as_ref()
+                    .is_some_and(|n| n.sectors != sectors);
                 if let (true, Some(disk)) = (changed, &conn.disk) {
                     pr_info!("Setting capacity to {}\n", sectors);
                     disk.set_capacity(sectors);
@@ -280,7 +286,10 @@ impl Info {
             return;
         }
         if let Err(e) = self.do_connect(dev, &mut conn) {
-            dev.fatal(e, fmt!("connecting to {}", dev.otherend().to_str().unwrap_or("?")));
+            dev.fatal(
+                e,
+                fmt!("connecting to {}", dev.otherend().to_str().unwrap_or("?")),
+            );
             if let Some(disk) = conn.disk.take() {
                 disk.remove();
             }
@@ -311,13 +320,11 @@ impl Info {
             dev.err(fmt!("queue limits rejected: {what}"));
             return Err(EINVAL);
         }
-        let backend_max = crate::blkcore::xenstore::read_u32(
-            &backend,
-            neg::KEY_FEATURE_MAX_INDIRECT_SEGMENTS,
-        )
-        .ok()
-        .flatten()
-        .unwrap_or(0);
+        let backend_max =
+            crate::blkcore::xenstore::read_u32(&backend, neg::KEY_FEATURE_MAX_INDIRECT_SEGMENTS)
+                .ok()
+                .flatten()
+                .unwrap_or(0);
         let wire_max = crate::ring::wire_segments(&n, backend_max);
         for h in conn.rings.iter() {
             h.ring().start(dev, &n, self.handle, wire_max)?;

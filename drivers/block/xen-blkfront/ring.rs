@@ -40,14 +40,7 @@ use crate::blkcore::{
         XEN_PAGE_SIZE, //
     },
     grants::{
-        GrantError,
-        GrantHandle,
-        GrantMode,
-        GrantOps,
-        GrantPool,
-        GrantRef,
-        GrantStats,
-        PoolEntry,
+        GrantError, GrantHandle, GrantMode, GrantOps, GrantPool, GrantRef, GrantStats, PoolEntry,
     },
     mapping::{
         encode_direct,
@@ -395,13 +388,7 @@ impl Ring {
     ///
     /// `wire_max` is the most segments one request may carry on the wire
     /// (see [`wire_segments`]).
-    pub(crate) fn start(
-        &self,
-        dev: &Device,
-        n: &Negotiated,
-        handle: u16,
-        wire_max: u32,
-    ) -> Result {
+    pub(crate) fn start(&self, dev: &Device, n: &Negotiated, handle: u16, wire_max: u32) -> Result {
         let size = self.state.lock().front.size();
         let io = Io::new(n, handle, dev.otherend_id(), size, wire_max)?;
         let mut st = self.state.lock();
@@ -430,8 +417,9 @@ impl Io {
         // The pool is sized for the block layer's limit, like upstream; a
         // request that needs more frames (segments straddling pages) may
         // find it exhausted and is retried (Busy), never failed.
-        let per_req = (n.segments_per_request + indirect_pages(n.segments_per_request)
-            * u32::from(ind_pages != 0)) as usize;
+        let per_req = (n.segments_per_request
+            + indirect_pages(n.segments_per_request) * u32::from(ind_pages != 0))
+            as usize;
         let segs = wire_max;
         let entries = per_req * size as usize;
         let mut frames = KVec::new();
@@ -621,9 +609,15 @@ impl RingState {
         }
         let r = match kind {
             IoKind::Flush => queue_flush(io, &mut self.front, &mut self.pages, rq),
-            IoKind::Discard { secure } => {
-                queue_discard(io, &mut self.front, &mut self.pages, rq, sector, nr_sectors, secure)
-            }
+            IoKind::Discard { secure } => queue_discard(
+                io,
+                &mut self.front,
+                &mut self.pages,
+                rq,
+                sector,
+                nr_sectors,
+                secure,
+            ),
             IoKind::Read | IoKind::Write { .. } => {
                 queue_rw(io, &mut self.front, &mut self.pages, rq, kind, sector)
             }
@@ -668,7 +662,10 @@ impl RingState {
             let rp = match self.front.response_prod(&mut self.pages) {
                 Ok(rp) => rp,
                 Err(e) => {
-                    pr_alert!("xen_blkfront_rs: bad response producer: {:?}; disabled for further use\n", e);
+                    pr_alert!(
+                        "xen_blkfront_rs: bad response producer: {:?}; disabled for further use\n",
+                        e
+                    );
                     self.broken = true;
                     return Eoi::None;
                 }
@@ -761,8 +758,12 @@ fn put_grants(io: &mut Io, id: usize) -> Result<(), &'static str> {
 fn complete_one(io: &mut Io, rsp: &BlkifResponse, done: &mut DoneList) -> Result<(), &'static str> {
     let c = io.inflight.complete(rsp).map_err(|e| match e {
         crate::blkcore::ring::ResponseError::BadId(_) => "response has incorrect id",
-        crate::blkcore::ring::ResponseError::NotInFlight(_) => "response references no pending request",
-        crate::blkcore::ring::ResponseError::WrongOperation { .. } => "response has wrong operation",
+        crate::blkcore::ring::ResponseError::NotInFlight(_) => {
+            "response references no pending request"
+        }
+        crate::blkcore::ring::ResponseError::WrongOperation { .. } => {
+            "response has wrong operation"
+        }
     })?;
     let id = c.id as usize;
     let ok = c.status == RspStatus::Okay;
@@ -773,7 +774,12 @@ fn complete_one(io: &mut Io, rsp: &BlkifResponse, done: &mut DoneList) -> Result
             for cs in s.copies.iter() {
                 if cs
                     .bounce
-                    .copy_to(cs.bounce_off as usize, cs.data, cs.data_off as usize, cs.len as usize)
+                    .copy_to(
+                        cs.bounce_off as usize,
+                        cs.data,
+                        cs.data_off as usize,
+                        cs.len as usize,
+                    )
                     .is_ok()
                 {
                     copied += u64::from(cs.len);
@@ -793,8 +799,10 @@ fn complete_one(io: &mut Io, rsp: &BlkifResponse, done: &mut DoneList) -> Result
         // Like upstream: a backend may withdraw flush/barrier support; the
         // flush then completes as a no-op (the data was written).
         RspStatus::NotSupported | RspStatus::Error
-            if matches!(c.operation, BLKIF_OP_FLUSH_DISKCACHE | BLKIF_OP_WRITE_BARRIER)
-                && empty =>
+            if matches!(
+                c.operation,
+                BLKIF_OP_FLUSH_DISKCACHE | BLKIF_OP_WRITE_BARRIER
+            ) && empty =>
         {
             pr_warn!("xen_blkfront_rs: empty flush op failed at the backend\n");
             crate::disk::Status::Ok
@@ -1002,7 +1010,11 @@ fn queue_rw(
         io.indirect_grefs.clear();
         let mut ok = true;
         for p in 0..np {
-            let frame = match io.shadow.get(idu).and_then(|s| s.own_indirect.get(p as usize)) {
+            let frame = match io
+                .shadow
+                .get(idu)
+                .and_then(|s| s.own_indirect.get(p as usize))
+            {
                 Some(pg) => pg.frame(),
                 None => placeholder.page,
             };

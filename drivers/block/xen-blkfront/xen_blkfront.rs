@@ -182,7 +182,10 @@ mod tests {
         assert_eq!(disk_name(51728).expect("xvdb").as_str(), "xvdb");
         assert_eq!(disk_name(51713).expect("xvda1").as_str(), "xvda1");
         assert_eq!(disk_name(768).expect("hda").as_str(), "xvda");
-        assert_eq!(disk_name((1 << 28) | (26 * 256)).expect("ext").as_str(), "xvdaa");
+        assert_eq!(
+            disk_name((1 << 28) | (26 * 256)).expect("ext").as_str(),
+            "xvdaa"
+        );
         assert!(disk_name(0x1234).is_err());
         assert!(disk_name(3 << 28).is_err());
     }
@@ -207,8 +210,11 @@ mod tests {
 
     #[test]
     fn ring_phase_needs_no_disk_keys() {
-        let s = Snapshot::from_pairs(&[("max-ring-page-order", "4"), ("multi-queue-max-queues", "2")])
-            .expect("alloc");
+        let s = Snapshot::from_pairs(&[
+            ("max-ring-page-order", "4"),
+            ("multi-queue-max-queues", "2"),
+        ])
+        .expect("alloc");
         let p = FrontendParams {
             max_ring_page_order: 2,
             max_queues: 8,
@@ -227,11 +233,23 @@ mod tests {
             nego(&with(&[("physical-sector-size", "3000")])).err(),
             Some(Reason::NotPowerOfTwo)
         );
-        assert_eq!(nego(&with(&[("minimum-io-size", "6144")])).err(), Some(Reason::NotPowerOfTwo));
+        assert_eq!(
+            nego(&with(&[("minimum-io-size", "6144")])).err(),
+            Some(Reason::NotPowerOfTwo)
+        );
         assert!(nego(&with(&[("optimal-io-size", "1000")])).is_err());
-        assert_eq!(nego(&with(&[("sectors", "12abc")])).err(), Some(Reason::NotDecimal));
-        assert_eq!(nego(&with(&[("feature-persistent", "yes")])).err(), Some(Reason::NotBoolean));
-        assert_eq!(nego(&[("info", "0"), ("sector-size", "512")]).err(), Some(Reason::Missing));
+        assert_eq!(
+            nego(&with(&[("sectors", "12abc")])).err(),
+            Some(Reason::NotDecimal)
+        );
+        assert_eq!(
+            nego(&with(&[("feature-persistent", "yes")])).err(),
+            Some(Reason::NotBoolean)
+        );
+        assert_eq!(
+            nego(&[("info", "0"), ("sector-size", "512")]).err(),
+            Some(Reason::Missing)
+        );
         assert!(nego(&with(&[("sector-size", "\u{fffd}")])).is_err());
     }
 
@@ -264,7 +282,10 @@ mod tests {
             Err("response has wrong operation")
         );
         // The right response completes; a duplicate is rejected.
-        assert_eq!(io.complete(&rsp(u64::from(id), blkif::BLKIF_OP_READ, 0)), Ok(0));
+        assert_eq!(
+            io.complete(&rsp(u64::from(id), blkif::BLKIF_OP_READ, 0)),
+            Ok(0)
+        );
         assert_eq!(
             io.complete(&rsp(u64::from(id), blkif::BLKIF_OP_READ, 0)),
             Err("response references no pending request")

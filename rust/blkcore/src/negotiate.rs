@@ -449,7 +449,9 @@ pub fn negotiate(
 
 fn read_discard(backend: &impl KeyedValues, sector_size: u32) -> Result<Discard, KeyError> {
     let granularity = read_u32(backend, KEY_DISCARD_GRANULARITY)?.unwrap_or(0);
-    if granularity % sector_size != 0 {
+    // `checked_rem`: the caller validated sector_size != 0, but a panicking
+    // path here would still be compiled in (objtool flags it).
+    if granularity.checked_rem(sector_size) != Some(0) {
         return Err(err(
             backend,
             KEY_DISCARD_GRANULARITY,

@@ -109,3 +109,25 @@ collect_results() { # console.log label
     fi
     rm -rf "$tmp"
 }
+
+# Relays guest lines "HOST-CMD: <command>" from a console log that QEMU is
+# writing to the QEMU monitor socket (human monitor protocol), so a guest
+# script can resize or unplug its own disks at the right moment. Prints the
+# relay's pid; stop it with stop_monitor_relay.
+start_monitor_relay() { # log monitor.sock
+    local log=$1 sock=$2
+    (
+        tail -F -n +1 "$log" 2>/dev/null | sed -un 's/\r//g; s/^HOST-CMD: //p' | while IFS= read -r cmd; do
+            python3 - "$sock" "$cmd" <<'PY'
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+time.sleep(0.2); s.recv(4096)
+s.sendall((sys.argv[2] + "\n").encode())
+time.sleep(0.5)
+PY
+        done
+    ) > /dev/null 2>&1 &
+    echo $!
+}
+stop_monitor_relay() { kill "$1" 2>/dev/null || true; pkill -P "$1" 2>/dev/null || true; }

@@ -59,21 +59,8 @@ done
 
 log="$LOGDIR/$label.log"
 log "virtio guest '$label': ${#disks[@]} disk(s), timeout ${timeout}s, log $log"
-# Relay "HOST-CMD:" lines from the console to the monitor socket.
 : > "$log"
-(
-    tail -F -n +1 "$log" 2>/dev/null | sed -un 's/\r//g; s/^HOST-CMD: //p' | while IFS= read -r cmd; do
-        python3 - "$work/monitor.sock" "$cmd" <<'PY'
-import socket, sys, time
-s = socket.socket(socket.AF_UNIX)
-s.connect(sys.argv[1])
-time.sleep(0.2); s.recv(4096)
-s.sendall((sys.argv[2] + "\n").encode())
-time.sleep(0.5)
-PY
-    done
-) &
-relay=$!
+relay=$(start_monitor_relay "$log" "$work/monitor.sock")
 set +e
 # shellcheck disable=SC2086
 timeout --foreground -k 5 "$timeout" qemu-system-x86_64 -accel tcg -cpu qemu64 -smp 2 -m 1024 \
@@ -83,7 +70,7 @@ timeout --foreground -k 5 "$timeout" qemu-system-x86_64 -accel tcg -cpu qemu64 -
     "${qemu_disks[@]}" ${QEMU_EXTRA:-} < /dev/null >> "$log" 2>&1
 rc=$?
 set -e
-kill "$relay" 2>/dev/null || true; pkill -P "$relay" 2>/dev/null || true
+stop_monitor_relay "$relay"
 ((rc == 124)) && echo "GUEST-TIMEOUT after ${timeout}s" >> "$log"
 collect_results "$log" "$label"
 grep -q '^GUEST-EXIT: 0' <(tr -d '\r' < "$log")

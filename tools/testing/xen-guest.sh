@@ -18,6 +18,11 @@
 #          domUs have been created: a common start for time-slotted work>;
 #          the consoles of domUs 2..N are appended after domU 1's, their check
 #          lines renamed "domU<i>: ..." and their exit status a check line.
+# The first domU's script can act on the machine at the right moment: a line
+# "HOST-CMD: <cmd>" goes to the QEMU monitor (the backing disk is drive
+# "vbd", e.g. "HOST-CMD: block_resize vbd 384M": dom0's disk grows and
+# blkback announces the new size), a line "DOM0-CMD: <cmd>" is run by dom0
+# (e.g. "DOM0-CMD: xl block-detach blktest xvda").
 # The domU gets /lib/modules/{xen_blkfront_rs,xen-blkfront}.ko, fio, sfdisk,
 # mkfs.ext4/dumpe2fs (when the host has them) and
 # tools/testing/guest/*.sh as /guest/*. Results go to $RESULTS.
@@ -107,9 +112,11 @@ vbd_opts="physical_block_size=$phys"
 log="$LOGDIR/$label.log"
 extra_vbds=("${extra_vbds[@]//VBDOPTS/$vbd_opts}")
 log "xen guest '$label': $ndomu domU(s), blkback feature_persistent=$persistent, backing disk $vbd_opts, timeout ${timeout}s, log $log"
+: > "$log"
+relay=$(start_monitor_relay "$log" "$work/monitor.sock")
 set +e
 timeout --foreground -k 5 "$timeout" qemu-system-x86_64 -accel tcg -cpu qemu64 -smp 2 -m 3072 \
-    -nographic -monitor none -serial stdio -no-reboot \
+    -nographic -monitor "unix:$work/monitor.sock,server,nowait" -serial stdio -no-reboot \
     -kernel "$XEN_ELF" \
     -append "console=com1 com1=115200,8n1 loglvl=all guest_loglvl=all dom0_mem=1024M,max:1024M dom0_max_vcpus=1" \
     -initrd "$KDIR/arch/x86/boot/bzImage console=hvc0 earlyprintk=xen rdinit=/init quiet loglevel=4,$(dirname "$dom0_img")/dom0-initramfs.cpio.gz" \
@@ -117,9 +124,10 @@ timeout --foreground -k 5 "$timeout" qemu-system-x86_64 -accel tcg -cpu qemu64 -
     -drive "file=$work/vbd0.img,if=none,id=vbd,format=raw,cache=unsafe" -device "virtio-blk-pci,drive=vbd,$vbd_opts" \
     -drive "file=$work/payload.tar,if=none,id=payload,format=raw,readonly=on" -device virtio-blk-pci,drive=payload \
     "${extra_vbds[@]}" \
-    < /dev/null > "$log" 2>&1
+    < /dev/null >> "$log" 2>&1
 rc=$?
 set -e
+stop_monitor_relay "$relay"
 ((rc == 124)) && echo "GUEST-TIMEOUT after ${timeout}s" >> "$log"
 collect_results "$log" "$label"
 grep -q '^GUEST-EXIT: 0' <(tr -d '\r' < "$log")

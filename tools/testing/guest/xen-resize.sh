@@ -1,16 +1,15 @@
 #!/bin/sh
-# Xen domU: the backing device grows while the disk is in use (dom0:
-# truncate + losetup -c on the loop device behind the vbd): blkback
-# re-announces Connected with the new "sectors", the disk's size follows.
-# Needs a dom0 hook the harness does not have yet: the vbd on a 256 MiB
-# loop device (target=/dev/loop0), and in the background before
-# `xl create -c`:  ( sleep 75; truncate -s 384M IMG; losetup -c /dev/loop0 ) &
+# Xen domU: the backing device grows while the disk is in use (the host
+# resizes dom0's disk through the QEMU monitor; dom0's virtio_blk sees the
+# new capacity): blkback re-announces Connected with the new "sectors", the
+# disk's size follows.   xen-guest.sh -s 256M tools/testing/guest/xen-resize.sh
 . /guest/common.sh
 D=xvda
 check "insmod xen_blkfront_rs" insmod /lib/modules/xen_blkfront_rs.ko
 for i in $(seq 1 40); do [ -e /sys/block/$D ] && break; sleep 0.25; done
 [ -e /sys/block/$D ] && ok "disk $D appears" || { not_ok "disk $D appears"; finish; exit; }
 s0=$(cat /sys/block/$D/size); echo "size before: $s0"
+echo "HOST-CMD: block_resize vbd 384M"
 n=0
 while [ "$(cat /sys/block/$D/size)" = "$s0" ] && [ $n -lt 300 ]; do
     dd if=/dev/$D of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null

@@ -11,3 +11,5 @@ GUEST_ENV="XEN_EXPECT_PHYS=512 XEN_EXPECT_MIN_IO=512 XEN_EXPECT_OPT_IO=0" \
     bash "$T/xen-guest.sh" -l xen-io-p0-b512 -p 0 -b 512 "$T/guest/xen-io.sh"
 bash "$T/xen-guest.sh" -l xen-compare-p1-b4096 -p 1 -b 4096 -m 4096 -o 1048576 "$T/guest/xen-compare.sh"
 bash "$T/xen-guest.sh" -l xen-untrusted-p1 -p 1 "$T/guest/xen-untrusted.sh"
+bash "$T/xen-guest.sh" -l xen-resize -s 256M "$T/guest/xen-resize.sh"
+bash "$T/xen-guest.sh" -l xen-detach "$T/guest/xen-detach.sh"

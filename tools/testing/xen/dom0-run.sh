@@ -10,7 +10,18 @@ modprobe xen-blkback feature_persistent="$PERSISTENT" || echo "dom0: modprobe xe
 xenstored --pid-file /run/xenstored.pid
 xen-init-dom0 >/dev/null
 NDOMU=${NDOMU:-1}
-if [ "$NDOMU" -gt 1 ]; then xenconsoled --log=guest; else xenconsoled --log=none; fi
+# Guest consoles are logged: domUs 2..N are read back from the logs, and
+# domU 1's "DOM0-CMD: <cmd>" lines are run here (backend-side events such as
+# xl block-detach, timed by the guest script itself).
+xenconsoled --log=guest
+(
+    while [ ! -e /var/log/xen/console/guest-blktest.log ]; do sleep 1; done
+    tail -F -n +1 /var/log/xen/console/guest-blktest.log 2>/dev/null |
+        sed -un 's/\r//g; s/^DOM0-CMD: //p' | while IFS= read -r cmd; do
+            echo "dom0: running '$cmd'"; sh -c "$cmd"
+        done
+) &
+relay=$!
 echo "dom0: backing disk /dev/vdb: phys $(cat /sys/block/vdb/queue/physical_block_size) log $(cat /sys/block/vdb/queue/logical_block_size), blkback feature_persistent=$(cat /sys/module/xen_blkback/parameters/feature_persistent)"
 # A common start second for all domUs: after the last one has been created.
 T0=$(( $(date +%s) + 30 + 45 * (NDOMU - 1) ))
@@ -40,4 +51,5 @@ done
 [ $rc = 124 ] && echo "dom0: domU timed out after $DOMU_TIMEOUT s"
 if [ -r /run/payload/dom0-after.sh ]; then sh /run/payload/dom0-after.sh; fi
 xl destroy blktest 2>/dev/null
+kill "$relay" 2>/dev/null
 exit 0

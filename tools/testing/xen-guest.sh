@@ -4,12 +4,14 @@
 # running a guest check script as its /test.sh.
 #
 #   xen-guest.sh [-p FEATURE_PERSISTENT] [-b PHYS_BLOCK] [-m MIN_IO -o OPT_IO]
-#                [-s DISK_SIZE] [-n NDOMU] [-t TIMEOUT] [-l LABEL] SCRIPT
+#                [-s DISK_SIZE] [-n NDOMU] [-c VCPUS] [-t TIMEOUT] [-l LABEL] SCRIPT
 #
 # -p 0|1   blkback's feature_persistent (default 1)
 # -b N     physical_block_size of dom0's backing disk (default 512)
 # -m/-o    min/opt I/O size of the backing disk; the hotplug script publishes
 #          them as minimum-io-size / optimal-io-size (our blkif extension)
+# -c N     vCPUs of each domU, and blkback's max_queues (default 1): N > 1
+#          lets a frontend negotiate N rings
 # -n N     run N PV domUs at once (1..4, default 1), each with its own backing
 #          disk of the same kind and the same SCRIPT (384 MiB each: the
 #          initramfs with fio needs it). With N > 1 every domU gets, in its
@@ -29,13 +31,13 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-persistent=1 phys=512 min_io= opt_io= size=512M timeout=600 label= ndomu=1
-while getopts "p:b:m:o:s:n:t:l:" o; do
+persistent=1 phys=512 min_io= opt_io= size=512M timeout=600 label= ndomu=1 vcpus=1
+while getopts "p:b:m:o:s:n:c:t:l:" o; do
     case $o in
         p) persistent=$OPTARG ;; b) phys=$OPTARG ;; m) min_io=$OPTARG ;;
         o) opt_io=$OPTARG ;; s) size=$OPTARG ;; t) timeout=$OPTARG ;; l) label=$OPTARG ;;
-        n) ndomu=$OPTARG ;;
-        *) die "usage: $0 [-p 0|1] [-b PHYS] [-m MIN -o OPT] [-s SIZE] [-n NDOMU] [-t SECS] [-l LABEL] SCRIPT" ;;
+        n) ndomu=$OPTARG ;; c) vcpus=$OPTARG ;;
+        *) die "usage: $0 [-p 0|1] [-b PHYS] [-m MIN -o OPT] [-s SIZE] [-n NDOMU] [-c VCPUS] [-t SECS] [-l LABEL] SCRIPT" ;;
     esac
 done
 shift $((OPTIND - 1))
@@ -73,6 +75,7 @@ cp "$REPO/tools/testing/xen/dom0-run.sh" "$REPO/tools/testing/xen/block-simple" 
 [ -n "$min_io" ] && touch "$work/payload/publish-io-sizes"
 cat > "$work/payload/run.env" <<ENV
 PERSISTENT=$persistent
+MAX_QUEUES=$vcpus
 DOMU_TIMEOUT=$((timeout - 60))
 NDOMU=$ndomu
 ENV
@@ -88,7 +91,7 @@ for ((i = 1; i <= ndomu; i++)); do
 type="pv"
 name="$name"
 memory=$mem
-vcpus=1
+vcpus=$vcpus
 kernel="/run/payload/domU-bzImage"
 ramdisk="/run/payload/domU.cpio.gz"
 extra="console=hvc0 rdinit=/init quiet loglevel=6$extra"

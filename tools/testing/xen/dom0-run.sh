@@ -6,7 +6,7 @@
 # consoles logged by xenconsoled; after domU 1 they are waited for and their
 # logs appended (check lines renamed "domU<i>: ...").
 . /run/payload/run.env
-modprobe xen-blkback feature_persistent="$PERSISTENT" || echo "dom0: modprobe xen-blkback failed"
+modprobe xen-blkback feature_persistent="$PERSISTENT" max_queues="${MAX_QUEUES:-1}" || echo "dom0: modprobe xen-blkback failed"
 xenstored --pid-file /run/xenstored.pid
 xen-init-dom0 >/dev/null
 NDOMU=${NDOMU:-1}

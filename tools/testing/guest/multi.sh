@@ -4,6 +4,8 @@
 # lines are prefixed with its name, and its exit status is one more check.
 # Saves a boot per script (a Xen boot under TCG costs about a minute).
 . /guest/common.sh
+[ -n "$SCRIPTS" ] || { not_ok "multi.sh: SCRIPTS names no check script"; exit 1; }
+: > /tmp/multi.out
 for s in $(echo "$SCRIPTS" | tr , " "); do
     echo "=== $s"
     { sh "/guest/$s.sh"; echo "SCRIPT-EXIT $?"; } 2>&1 | while IFS= read -r line; do

@@ -6,10 +6,11 @@
 set -uo pipefail
 T=$(dirname "$0")/..
 topo='physical_block_size=4096,min_io_size=4096,opt_io_size=1048576'
-GUEST_ENV="EXPECT_VDA_SEGS=126" bash "$T/virtio-guest.sh" -l virtio-io-512-4k -t 600 \
+GUEST_ENV="SCRIPTS=virtio-io,fio-verify VERIFY_MOD=virtio_blk_rs VERIFY_DISK=vdb EXPECT_VDA_SEGS=126" \
+    bash "$T/virtio-guest.sh" -l virtio-io-512-4k -t 900 \
     -d '256M,num-queues=1,queue-size=128' \
     -d "256M,logical_block_size=512,$topo,num-queues=2,queue-size=256" \
-    "$T/guest/virtio-io.sh"
+    "$T/guest/multi.sh"
 GUEST_ENV="EXPECT_VDA_SEGS=254" bash "$T/virtio-guest.sh" -l virtio-io-4k-4k -t 600 \
     -d '256M,num-queues=2,queue-size=256' \
     -d "256M,logical_block_size=4096,$topo,num-queues=1,queue-size=128" \

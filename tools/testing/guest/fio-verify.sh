@@ -1,0 +1,25 @@
+# Data integrity under fio, as the driver issues ask: 256 MiB of random
+# writes (4 KiB..256 KiB) verified with crc32c, at queue depth 1 and 32.
+# GUEST_ENV: VERIFY_MOD (our module), VERIFY_DISK (the disk it binds).
+. /guest/common.sh
+MOD=${VERIFY_MOD:?} D=${VERIFY_DISK:?}
+check "insmod $MOD" insmod "/lib/modules/$MOD.ko"
+for i in $(seq 1 40); do [ -b "/dev/$D" ] && break; sleep 0.25; done
+[ -b "/dev/$D" ] || { not_ok "/dev/$D appears"; finish; exit; }
+for qd in 1 32; do
+    engine=libaio; [ $qd = 1 ] && engine=psync
+    out=$(fio --name=verify-qd$qd --filename=/dev/$D --direct=1 --rw=randwrite \
+        --bsrange=4k-256k --size=256M --ioengine=$engine --iodepth=$qd \
+        --verify=crc32c --do_verify=1 --verify_fatal=1 --randrepeat=0 2>&1)
+    rc=$?
+    echo "$out" | grep -E "^ *(READ|WRITE):|err=|verify:" | sed "s/^ */FIO qd$qd: /"
+    errs=$(echo "$out" | sed -n 's/.*err= *\([0-9]*\).*/\1/p' | sort -u | tr '\n' ' ')
+    check "fio crc32c verify, 256 MiB random writes, QD$qd: 0 errors (err=$errs)" \
+        [ $rc = 0 ] && [ "$errs" = "0 " ]
+done
+# xenbus pins a frontend module while a device is bound: unbind first.
+for dev in /sys/bus/xen/drivers/$MOD/vbd-*; do
+    [ -e "$dev" ] && echo "$(basename "$dev")" > "/sys/bus/xen/drivers/$MOD/unbind"
+done
+check "rmmod $MOD" unload "$MOD"
+finish

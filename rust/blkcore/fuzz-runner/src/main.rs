@@ -11,7 +11,7 @@
 
 use std::process::ExitCode;
 
-use blkcore::fuzz::{fuzz_virtio_config, fuzz_xenstore_values, Outcome, Violation};
+use blkcore::fuzz::{fuzz_responses, fuzz_virtio_config, fuzz_xenstore_values, Outcome, Violation};
 
 /// One fuzz target: name, entry point, seed inputs.
 struct Target {
@@ -31,8 +31,11 @@ const TARGETS: &[Target] = &[
         run: fuzz_virtio_config,
         seeds: virtio_seeds,
     },
-    // The ring owner adds `fuzz_responses` here:
-    // Target { name: "responses", run: fuzz_responses, seeds: response_seeds },
+    Target {
+        name: "ring_responses",
+        run: fuzz_responses,
+        seeds: response_seeds,
+    },
 ];
 
 /// xorshift64*: small, fast, deterministic.
@@ -125,6 +128,28 @@ fn virtio_seed(features: u64, dma: u32, fields: &[(usize, &[u8])]) -> Vec<u8> {
     }
     v.extend_from_slice(&cfg);
     v
+}
+
+/// Seeds for ring responses: a few requests in flight, indices near the
+/// 2^32 wrap, and a page whose response slots hold plausible replies
+/// (ids 0..4, READ/WRITE, OKAY/ERROR) that the mutator then corrupts.
+fn response_seeds() -> Vec<Vec<u8>> {
+    let mut seeds = Vec::new();
+    for (nreq, start) in [(4u8, 0u32), (32, u32::MAX - 3), (1, 7)] {
+        let mut s = vec![nreq, 0x5a];
+        s.extend_from_slice(&start.to_le_bytes());
+        let mut page = vec![0u8; 4096];
+        // Shared header: rsp_prod = start + nreq at offset 8.
+        page[8..12].copy_from_slice(&start.wrapping_add(u32::from(nreq)).to_le_bytes());
+        for i in 0..usize::from(nreq.min(4)) {
+            let slot = 64 + (start as usize).wrapping_add(i) % 32 * 112;
+            page[slot..slot + 8].copy_from_slice(&(i as u64).to_le_bytes());
+            page[slot + 8] = (i % 2) as u8;
+        }
+        s.extend_from_slice(&page);
+        seeds.push(s);
+    }
+    seeds
 }
 
 fn virtio_seeds() -> Vec<Vec<u8>> {

@@ -14,3 +14,5 @@ GUEST_ENV="SCRIPTS=xen-compare,xen-io,fio-verify,xen-mq VERIFY_MOD=xen_blkfront_
     bash "$T/xen-guest.sh" -l xen-p1-b4096 -p 1 -b 4096 -m 4096 -o 1048576 -c 2 -t 900 "$T/guest/multi.sh"
 GUEST_ENV="SCRIPTS=xen-io,fio-verify,xen-untrusted,xen-resize,xen-detach VERIFY_MOD=xen_blkfront_rs VERIFY_DISK=xvda XEN_EXPECT_PHYS=512 XEN_EXPECT_MIN_IO=512 XEN_EXPECT_OPT_IO=0" \
     bash "$T/xen-guest.sh" -l xen-p0-b512 -p 0 -b 512 -s 256M -t 900 "$T/guest/multi.sh"
+# C: a backend whose published values fail validation.
+bash "$T/xen-guest.sh" -l xen-badbackend -m 4096 -o 1048576 "$T/guest/xen-badbackend.sh"

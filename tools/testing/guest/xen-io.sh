@@ -125,6 +125,20 @@ if [ -r "$S" ]; then
     [ "${req:-0}" -gt 0 ] && ok "debugfs stats count requests ($req)" || not_ok "debugfs stats count requests"
     ind=$(grep '^indirect_requests:' "$S" | cut -d' ' -f2)
     [ "${ind:-0}" -gt 0 ] && ok "indirect requests used ($ind)" || not_ok "indirect requests used"
+    st() { sed -n "s/^$1: //p" "$S"; }
+    if [ "$(st bounce_buffer)" = 0 ]; then
+        # Without persistent grants the request's own pages are granted:
+        # nothing is copied and every grant is revoked after completion.
+        expect_eq "no persistent grants: bytes copied" "$(st bytes_copied)" 0
+        expect_eq "no persistent grants: every grant revoked" "$(st grants_revoked)" \
+            "$(( $(st grants_granted) - $(st grants_in_use) ))"
+    else
+        # Persistent grants: once the pool is warm, more I/O grants nothing.
+        g0=$(st grants_granted)
+        dd if=/dev/$D of=/dev/null bs=128k count=256 iflag=direct 2>/dev/null
+        dd if=/dev/zero of=/dev/$D bs=128k count=256 seek=512 oflag=direct 2>/dev/null
+        expect_eq "persistent grants: no new grants over 64 MiB more I/O" "$(st grants_granted)" "$g0"
+    fi
 else
     not_ok "debugfs stats at $S"
 fi

@@ -527,7 +527,17 @@ impl Ring {
             s.indirect.clear();
             s.copies.clear();
         }
-        io.pool.teardown(&mut io.gt);
+        let deferred = io.pool.teardown(&mut io.gt);
+        // The record an admin (and the tests) read after unload: every grant
+        // made is revoked; those the backend still mapped are ended with a
+        // deferred release, which frees them once the backend unmaps.
+        let st = io.pool.stats();
+        pr_info!(
+            "ring torn down: {} grants granted, {} revoked ({} released when the backend unmaps them)\n",
+            st.granted,
+            st.revoked,
+            deferred
+        );
         done
     }
 

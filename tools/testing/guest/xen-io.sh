@@ -150,4 +150,13 @@ for dev in /sys/bus/xen/drivers/xen_blkfront_rs/vbd-*; do
 done
 check "rmmod xen_blkfront_rs" rmmod xen_blkfront_rs
 [ ! -e /sys/block/$D ] && ok "disk gone after rmmod" || not_ok "disk gone after rmmod"
+# Each ring logs its grant record at teardown: all granted grants revoked.
+torn=$(dmesg | grep 'ring torn down:' | tail -8)
+echo "$torn"
+if [ -n "$torn" ]; then
+    bad=$(echo "$torn" | awk '{for(i=1;i<=NF;i++){if($(i+1)=="grants"&&$(i+2)=="granted,")g=$i; if($(i+1)=="revoked")r=$i} if(g!=r)n++} END{print n+0}')
+    expect_eq "rings whose grants were not all revoked at teardown" "$bad" 0
+else
+    not_ok "grant record at ring teardown in dmesg"
+fi
 finish

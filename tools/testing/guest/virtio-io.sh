@@ -62,11 +62,22 @@ pattern() {
     dd if=/tmp/pat of=/dev/$1 bs=1M seek=$2 oflag=direct conv=fsync 2>/dev/null
 }
 
+# The queue limits that both drivers must agree on, one "attr value" a line.
+LIMIT_ATTRS="logical_block_size physical_block_size minimum_io_size optimal_io_size
+    max_segments max_segment_size max_hw_sectors_kb discard_granularity
+    discard_max_hw_bytes write_zeroes_max_bytes rotational write_cache"
+save_limits() { # dev
+    for a in $LIMIT_ATTRS; do echo "$a $(q $1 $a)"; done
+    echo "alignment_offset $(cat /sys/block/$1/alignment_offset)"
+    echo "ro $(cat /sys/block/$1/ro)"
+}
+
 c_baseline() {
     # The C driver, same disks, same jobs: numbers for the side-by-side.
     if [ -f /lib/modules/virtio_blk.ko ] && insmod /lib/modules/virtio_blk.ko; then
         sleep 1
         topology_line vdb | sed 's/^TOPOLOGY/C-TOPOLOGY/'
+        for d in vda vdb; do save_limits $d > /tmp/c-limits-$d; done
         fdisk -l /dev/vda 2>/dev/null | grep -E 'heads' > /tmp/c-geo
         echo "C-GEOMETRY vda: $(cat /tmp/c-geo)"
         for m in /sys/block/vda/mq/*; do echo "C-MQ vda hctx $(basename $m): cpus $(cat $m/cpu_list)"; done
@@ -90,6 +101,18 @@ dmesg | grep -E 'virtio_blk_rs|virtio[0-9]+: \[vd' | tail -12
 
 for d in vda vdb; do
     if [ -b /dev/$d ]; then ok "/dev/$d exists"; topology_line $d; else not_ok "/dev/$d exists"; fi
+done
+
+# Same disks, same limits as the C driver (when it ran first in this boot).
+for d in vda vdb; do
+    [ -f /tmp/c-limits-$d ] || continue
+    save_limits $d > /tmp/rs-limits-$d
+    diffs=$(diff /tmp/c-limits-$d /tmp/rs-limits-$d | sed -n 's/^[-+]//p' | grep -v '^--' | tr '\n' ' ')
+    if [ -z "$diffs" ]; then
+        ok "$d: queue limits equal the C driver's ($(tr '\n' ' ' < /tmp/rs-limits-$d))"
+    else
+        not_ok "$d: queue limits differ from the C driver's (C then ours: $diffs)"
+    fi
 done
 
 # Limits (vdb has the explicit topology).

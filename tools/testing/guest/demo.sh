@@ -5,7 +5,7 @@
 check "insmod $MOD" insmod "/lib/modules/$MOD.ko"
 for i in 1 2 3 4 5 6 7 8 9 10; do [ -b "/dev/$DISK" ] && break; sleep 0.5; done
 lsblk -t 2>/dev/null || true
-dmesg | grep -E "$MOD|$DISK" | tail -3
+dmesg | grep -E "\[$DISK\]|$DISK:" | tail -2
 if [ -b "/dev/$DISK" ]; then
     dd if=/dev/urandom of=/tmp/pattern bs=1M count=4 2>/dev/null
     dd if=/tmp/pattern of="/dev/$DISK" bs=1M oflag=direct 2>/dev/null

@@ -1,0 +1,22 @@
+# Xen domU: the queue limits that max_indirect_segments implies, against a
+# blkback offering 256: 11 or less means no indirect descriptors (11 direct
+# segments, 44 KiB requests), otherwise min(backend, parameter) segments of
+# 4 KiB each. Data checked at each setting.
+. /guest/common.sh
+D=xvda
+for segs in 11 256; do
+    check "insmod max_indirect_segments=$segs" insmod /lib/modules/xen_blkfront_rs.ko max_indirect_segments=$segs
+    for i in $(seq 1 40); do [ -e /sys/block/$D ] && break; sleep 0.25; done
+    expect_eq "max_indirect_segments=$segs: max_segments" "$(q $D max_segments)" $segs
+    expect_eq "max_indirect_segments=$segs: max_hw_sectors_kb" "$(q $D max_hw_sectors_kb)" $((segs * 4))
+    dmesg | grep "blkfront: $D:" | tail -1
+    dd if=/dev/urandom of=/tmp/p bs=1M count=4 2>/dev/null
+    dd if=/tmp/p of=/dev/$D bs=1M seek=8 oflag=direct 2>/dev/null
+    dd if=/dev/$D of=/tmp/b bs=1M skip=8 count=4 iflag=direct 2>/dev/null
+    check "max_indirect_segments=$segs: 4 MiB of 1 MiB writes read back" cmp -s /tmp/p /tmp/b
+    for dev in /sys/bus/xen/drivers/xen_blkfront_rs/vbd-*; do
+        [ -e "$dev" ] && echo "$(basename "$dev")" > /sys/bus/xen/drivers/xen_blkfront_rs/unbind
+    done
+    check "rmmod (max_indirect_segments=$segs)" unload xen_blkfront_rs
+done
+finish

@@ -157,17 +157,20 @@ mod tests {
         ("optimal-io-size", "1048576"),
     ];
 
-    fn with(over: &[(&'static str, &'static str)]) -> KVec<(&'static str, &'static str)> {
+    fn with(over: &[(&'static str, &'static str)]) -> Result<KVec<(&'static str, &'static str)>> {
         let mut v = KVec::new();
         for p in Iterator::chain(over.iter(), GOOD.iter()) {
-            v.push(*p, GFP_KERNEL).expect("alloc");
+            v.push(*p, GFP_KERNEL)?;
         }
-        v
+        Ok(v)
     }
 
-    fn nego(pairs: &[(&'static str, &'static str)]) -> Result<Negotiated, Reason> {
-        let s = Snapshot::from_pairs(pairs).expect("alloc");
-        negotiate(&s, &FrontendParams::default()).map_err(|e| e.reason)
+    /// Outer error: allocation; inner: the negotiation verdict.
+    fn nego(
+        pairs: &[(&'static str, &'static str)],
+    ) -> Result<core::result::Result<Negotiated, Reason>> {
+        let s = Snapshot::from_pairs(pairs)?;
+        Ok(negotiate(&s, &FrontendParams::default()).map_err(|e| e.reason))
     }
 
     #[test]
@@ -177,17 +180,20 @@ mod tests {
     }
 
     #[test]
-    fn disk_names_match_upstream() {
-        assert_eq!(disk_name(51712).expect("xvda").as_str(), "xvda");
-        assert_eq!(disk_name(51728).expect("xvdb").as_str(), "xvdb");
-        assert_eq!(disk_name(51713).expect("xvda1").as_str(), "xvda1");
-        assert_eq!(disk_name(768).expect("hda").as_str(), "xvda");
+    fn disk_names_match_upstream() -> Result {
+        assert_eq!(disk_name(51712)?.as_str(), "xvda");
+        assert_eq!(disk_name(51728)?.as_str(), "xvdb");
+        assert_eq!(disk_name(51713)?.as_str(), "xvda1");
+        assert_eq!(disk_name(768)?.as_str(), "xvda");
         assert_eq!(
-            disk_name((1 << 28) | (26 * 256)).expect("ext").as_str(),
+            disk_name((1 << 28) | (26 * 256))
+                .map_err(|_| EINVAL)?
+                .as_str(),
             "xvdaa"
         );
         assert!(disk_name(0x1234).is_err());
         assert!(disk_name(3 << 28).is_err());
+        Ok(())
     }
 
     #[test]
@@ -198,59 +204,62 @@ mod tests {
     }
 
     #[test]
-    fn snapshot_feeds_negotiation() {
-        let n = nego(GOOD).expect("good backend");
+    fn snapshot_feeds_negotiation() -> Result {
+        let n = nego(GOOD)?.map_err(|_| EINVAL)?;
         assert_eq!(n.sector_size, 512);
         assert_eq!(n.physical_sector_size, 4096);
         assert_eq!(n.minimum_io_size, Some(4096));
         assert_eq!(n.optimal_io_size, Some(1048576));
         assert_eq!(n.indirect_segments, 32);
         assert!(n.persistent && n.copy_data);
+        Ok(())
     }
 
     #[test]
-    fn ring_phase_needs_no_disk_keys() {
+    fn ring_phase_needs_no_disk_keys() -> Result {
         let s = Snapshot::from_pairs(&[
             ("max-ring-page-order", "4"),
             ("multi-queue-max-queues", "2"),
         ])
-        .expect("alloc");
+        .map_err(|_| EINVAL)?;
         let p = FrontendParams {
             max_ring_page_order: 2,
             max_queues: 8,
             ..FrontendParams::default()
         };
-        let n = negotiate_rings(&s, &p).expect("InitWait negotiation");
+        let n = negotiate_rings(&s, &p).map_err(|_| EINVAL)?;
         assert_eq!((n.queues, n.ring_pages), (2, 4));
         // A broken ring key is rejected.
-        let s = Snapshot::from_pairs(&[("max-ring-page-order", "-1")]).expect("alloc");
+        let s = Snapshot::from_pairs(&[("max-ring-page-order", "-1")]).map_err(|_| EINVAL)?;
         assert!(negotiate_rings(&s, &p).is_err());
+        Ok(())
     }
 
     #[test]
-    fn bad_backend_keys_are_rejected() {
+    fn bad_backend_keys_are_rejected() -> Result {
         assert_eq!(
-            nego(&with(&[("physical-sector-size", "3000")])).err(),
+            nego(&with(&[("physical-sector-size", "3000")])?)?.err(),
             Some(Reason::NotPowerOfTwo)
         );
         assert_eq!(
-            nego(&with(&[("minimum-io-size", "6144")])).err(),
+            nego(&with(&[("minimum-io-size", "6144")])?)?.err(),
             Some(Reason::NotPowerOfTwo)
         );
-        assert!(nego(&with(&[("optimal-io-size", "1000")])).is_err());
+        assert!(nego(&with(&[("optimal-io-size", "1000")])?)?.is_err());
         assert_eq!(
-            nego(&with(&[("sectors", "12abc")])).err(),
+            nego(&with(&[("sectors", "12abc")])?)?.err(),
             Some(Reason::NotDecimal)
         );
         assert_eq!(
-            nego(&with(&[("feature-persistent", "yes")])).err(),
+            nego(&with(&[("feature-persistent", "yes")])?)?.err(),
             Some(Reason::NotBoolean)
         );
         assert_eq!(
-            nego(&[("info", "0"), ("sector-size", "512")]).err(),
+            nego(&[("info", "0"), ("sector-size", "512")])?.err(),
             Some(Reason::Missing)
         );
-        assert!(nego(&with(&[("sector-size", "\u{fffd}")])).is_err());
+        assert!(nego(&with(&[("sector-size", "\u{fffd}")])?)?.is_err());
+        Ok(())
     }
 
     fn rsp(id: u64, op: u8, status: i16) -> BlkifResponse {
@@ -263,10 +272,10 @@ mod tests {
     }
 
     #[test]
-    fn bad_responses_disable_the_ring() {
-        let n = nego(GOOD).expect("good backend");
-        let mut io = TestIo::new(&n).expect("data path");
-        let id = io.alloc(blkif::BLKIF_OP_READ).expect("id");
+    fn bad_responses_disable_the_ring() -> Result {
+        let n = nego(GOOD)?.map_err(|_| EINVAL)?;
+        let mut io = TestIo::new(&n).map_err(|_| EINVAL)?;
+        let id = io.alloc(blkif::BLKIF_OP_READ).ok_or(EINVAL)?;
         // Id out of range, id not in flight, wrong operation: all errors,
         // none panics.
         assert_eq!(
@@ -291,42 +300,47 @@ mod tests {
             Err("response references no pending request")
         );
         assert_eq!(io.grant_stats().in_use, 0);
+        Ok(())
     }
 
     #[test]
-    fn frames_check_bounds_and_copy() {
+    fn frames_check_bounds_and_copy() -> Result {
         use super::xen::grant::XenPage;
-        let a = XenPage::new().expect("page");
-        let b = XenPage::new().expect("page");
+        let a = XenPage::new().map_err(|_| EINVAL)?;
+        let b = XenPage::new().map_err(|_| EINVAL)?;
         assert!(a.frame().write(4090, &[0u8; 8]).is_err());
         assert!(a.frame().write(100, b"hello").is_ok());
         assert!(a.frame().copy_to(100, b.frame(), 4092, 5).is_err());
         assert!(a.frame().copy_to(100, b.frame(), 200, 5).is_ok());
         let mut out = [0u8; 5];
-        b.frame().read(200, &mut out).expect("read");
+        b.frame().read(200, &mut out).map_err(|_| EINVAL)?;
         assert_eq!(&out, b"hello");
         // A frame never copies onto itself.
         assert!(a.frame().copy_to(0, a.frame(), 8, 8).is_err());
+        Ok(())
     }
 
     #[test]
-    fn wire_segments_double_within_backend_limit() {
-        let n = nego(GOOD).expect("good backend");
+    fn wire_segments_double_within_backend_limit() -> Result {
+        let n = nego(GOOD)?.map_err(|_| EINVAL)?;
         assert_eq!(super::ring::wire_segments(&n, 256), 64);
         assert_eq!(super::ring::wire_segments(&n, 40), 40);
         assert_eq!(super::ring::wire_segments(&n, 0), 32);
-        let direct = nego(&with(&[("feature-max-indirect-segments", "0")])).expect("direct");
+        let direct =
+            nego(&with(&[("feature-max-indirect-segments", "0")])?)?.map_err(|_| EINVAL)?;
         assert_eq!(super::ring::wire_segments(&direct, 256), 11);
+        Ok(())
     }
 
     #[test]
-    fn unknown_status_is_an_io_error_not_a_panic() {
-        let n = nego(GOOD).expect("good backend");
-        let mut io = TestIo::new(&n).expect("data path");
-        let id = io.alloc(blkif::BLKIF_OP_FLUSH_DISKCACHE).expect("id");
+    fn unknown_status_is_an_io_error_not_a_panic() -> Result {
+        let n = nego(GOOD)?.map_err(|_| EINVAL)?;
+        let mut io = TestIo::new(&n).map_err(|_| EINVAL)?;
+        let id = io.alloc(blkif::BLKIF_OP_FLUSH_DISKCACHE).ok_or(EINVAL)?;
         assert_eq!(
             io.complete(&rsp(u64::from(id), blkif::BLKIF_OP_FLUSH_DISKCACHE, 0x7fff)),
             Ok(0)
         );
+        Ok(())
     }
 }

@@ -118,6 +118,13 @@ int rxen_xenbus_write(u32 xbt, const char *dir, const char *node,
 	return xenbus_write(t, dir, node, value);
 }
 
+int rxen_xenbus_rm(u32 xbt, const char *dir, const char *node)
+{
+	struct xenbus_transaction t = { .id = xbt };
+
+	return xenbus_rm(t, dir, node);
+}
+
 int rxen_xenbus_transaction_start(u32 *xbt)
 {
 	struct xenbus_transaction t;

@@ -56,6 +56,8 @@ int rxen_xenbus_read(u32 xbt, const char *dir, const char *node, char **out,
 		     unsigned int *len);
 int rxen_xenbus_write(u32 xbt, const char *dir, const char *node,
 		      const char *value);
+/* Removes dir/node and everything below it; -ENOENT if it does not exist. */
+int rxen_xenbus_rm(u32 xbt, const char *dir, const char *node);
 int rxen_xenbus_transaction_start(u32 *xbt);
 int rxen_xenbus_transaction_end(u32 xbt, bool abort);
 void rxen_kfree(void *p);

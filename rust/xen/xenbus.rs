@@ -423,6 +423,17 @@ pub fn write(xbt: Xbt, dir: &CStr, node: &CStr, value: &CStr) -> Result {
     })
 }
 
+/// `xenbus_rm()`: removes `dir/node` and everything below it. A node that
+/// does not exist is not an error.
+pub fn rm(xbt: Xbt, dir: &CStr, node: &CStr) -> Result {
+    // SAFETY: both strings are NUL-terminated and outlive the call.
+    let err = unsafe { bindings::rxen_xenbus_rm(xbt.0, dir.as_char_ptr(), node.as_char_ptr()) };
+    if err == -(kernel::bindings::ENOENT as i32) {
+        return Ok(());
+    }
+    to_result(err)
+}
+
 /// `xenbus_printf()`: writes the formatted `value`.
 pub fn printf(xbt: Xbt, dir: &CStr, node: &CStr, value: fmt::Arguments<'_>) -> Result {
     let v = CString::try_from_fmt(value)?;

@@ -4,6 +4,8 @@
 //! backend (Initialising -> Initialised -> Connected), negotiation through
 //! `blkcore::negotiate`, closing and removal.
 
+use core::fmt;
+
 use kernel::{
     new_mutex,
     prelude::*,
@@ -80,9 +82,34 @@ pub(crate) struct Info {
     pub(crate) conn: Mutex<Conn>,
 }
 
-fn key_error(dev: &Device, e: &KeyError) -> Error {
-    dev.fatal(EINVAL, fmt!("{}", crate::store::Show(e)));
-    EINVAL
+/// A connect step failed and `xenbus_dev_fatal` has said which and why
+/// (one message, naming the key and value for bad backend input): the
+/// caller only cleans up.
+#[derive(Debug)]
+struct Reported;
+
+/// Reports an error of a connect step with `xenbus_dev_fatal`.
+trait OrFatal<T> {
+    fn or_fatal(self, dev: &Device, step: fmt::Arguments<'_>) -> Result<T, Reported>;
+}
+
+impl<T> OrFatal<T> for Result<T> {
+    fn or_fatal(self, dev: &Device, step: fmt::Arguments<'_>) -> Result<T, Reported> {
+        self.map_err(|e| {
+            dev.fatal(e, step);
+            Reported
+        })
+    }
+}
+
+impl<T> OrFatal<T> for Result<T, KeyError> {
+    fn or_fatal(self, dev: &Device, _step: fmt::Arguments<'_>) -> Result<T, Reported> {
+        // The key error names the key and the value: that is the message.
+        self.map_err(|e| {
+            dev.fatal(EINVAL, fmt!("{}", crate::store::Show(&e)));
+            Reported
+        })
+    }
 }
 
 fn read_vdevice(dev: &Device) -> Result<u32> {
@@ -174,6 +201,25 @@ impl xenbus::Driver for Blkfront {
     }
 }
 
+/// The backend's and our own xenstore directory, read once per step.
+fn read_snapshots(dev: &Device) -> Result<(Snapshot, Snapshot), Reported> {
+    let backend = Snapshot::read(dev.otherend(), BACKEND_KEYS).or_fatal(
+        dev,
+        fmt!(
+            "reading {}",
+            dev.otherend().to_str().unwrap_or("the backend")
+        ),
+    )?;
+    let own = Snapshot::read(dev.nodename(), FRONTEND_KEYS).or_fatal(
+        dev,
+        fmt!(
+            "reading {}",
+            dev.nodename().to_str().unwrap_or("our directory")
+        ),
+    )?;
+    Ok((backend, own))
+}
+
 /// Tears the rings down: interrupts first, then grants, then the shared
 /// pages (dropped with the last reference to each ring).
 fn free_rings(conn: &mut Conn) {
@@ -185,7 +231,7 @@ fn free_rings(conn: &mut Conn) {
 impl Info {
     /// InitWait: allocate rings and event channels, publish them and our
     /// features, switch to Initialised (`talk_to_blkback`).
-    fn talk_to_blkback(&self, dev: &Device) -> Result {
+    fn talk_to_blkback(&self, dev: &Device) -> Result<(), Reported> {
         let mut conn = self.conn.lock();
         if let Some(disk) = conn.disk.take() {
             disk.remove();
@@ -199,29 +245,38 @@ impl Info {
         r
     }
 
-    fn setup_rings(&self, dev: &Device, conn: &mut Conn) -> Result {
-        let backend = Snapshot::read(dev.otherend(), BACKEND_KEYS)?;
-        let own = Snapshot::read(dev.nodename(), FRONTEND_KEYS)?;
+    fn setup_rings(&self, dev: &Device, conn: &mut Conn) -> Result<(), Reported> {
+        let (backend, own) = read_snapshots(dev)?;
         let trusted =
-            neg::frontend_trusted(&own, crate::trusted_param()).map_err(|e| key_error(dev, &e))?;
+            neg::frontend_trusted(&own, crate::trusted_param()).or_fatal(dev, fmt!("trusted"))?;
         let n = neg::negotiate_rings(&backend, &crate::frontend_params(trusted))
-            .map_err(|e| key_error(dev, &e))?;
+            .or_fatal(dev, fmt!("ring limits"))?;
 
         for i in 0..n.queues {
-            let h = RingHandle::new(dev, i, n.ring_pages).inspect_err(|&e| {
-                dev.fatal(e, fmt!("setting up ring {i}"));
-            })?;
-            conn.rings.push(h, GFP_KERNEL)?;
+            let h =
+                RingHandle::new(dev, i, n.ring_pages).or_fatal(dev, fmt!("setting up ring {i}"))?;
+            conn.rings
+                .push(h, GFP_KERNEL)
+                .map_err(Error::from)
+                .or_fatal(dev, fmt!("setting up ring {i}"))?;
         }
         conn.ring_pages = n.ring_pages;
 
         let rings = &conn.rings;
         let r = xenbus::transaction(|xbt| {
             let node = dev.nodename();
+            // blkback reads `ring-page-order` and `multi-queue-num-queues`
+            // whenever they exist: left over from an earlier connection on
+            // this device (ours with other parameters, or another
+            // frontend), they would make it map that connection's grant
+            // references as this connection's ring.
             if n.ring_pages > 1 {
                 xenbus::printf(xbt, node, c"ring-page-order", fmt!("{}", n.ring_page_order))?;
+            } else {
+                xenbus::rm(xbt, node, c"ring-page-order")?;
             }
             if rings.len() == 1 {
+                xenbus::rm(xbt, node, c"multi-queue-num-queues")?;
                 if let Some(h) = rings.first() {
                     h.publish(xbt, node)?;
                 }
@@ -249,13 +304,10 @@ impl Info {
             )?;
             Ok(())
         });
-        if let Err(e) = r {
-            dev.fatal(e, fmt!("writing ring details"));
-            return Err(e);
-        }
+        r.or_fatal(dev, fmt!("writing ring details"))?;
         conn.phase = Phase::Initialised;
-        dev.switch_state(State::Initialised)?;
-        Ok(())
+        dev.switch_state(State::Initialised)
+            .or_fatal(dev, fmt!("switching to Initialised"))
     }
 
     /// Backend Connected: negotiate, set up the data path, create the disk
@@ -285,11 +337,7 @@ impl Info {
         if conn.phase != Phase::Initialised {
             return;
         }
-        if let Err(e) = self.do_connect(dev, &mut conn) {
-            dev.fatal(
-                e,
-                fmt!("connecting to {}", dev.otherend().to_str().unwrap_or("?")),
-            );
+        if self.do_connect(dev, &mut conn).is_err() {
             if let Some(disk) = conn.disk.take() {
                 disk.remove();
             }
@@ -298,27 +346,26 @@ impl Info {
         }
     }
 
-    fn do_connect(&self, dev: &Device, conn: &mut Conn) -> Result {
-        let backend = Snapshot::read(dev.otherend(), BACKEND_KEYS)?;
-        let own = Snapshot::read(dev.nodename(), FRONTEND_KEYS)?;
+    fn do_connect(&self, dev: &Device, conn: &mut Conn) -> Result<(), Reported> {
+        let (backend, own) = read_snapshots(dev)?;
         let trusted =
-            neg::frontend_trusted(&own, crate::trusted_param()).map_err(|e| key_error(dev, &e))?;
+            neg::frontend_trusted(&own, crate::trusted_param()).or_fatal(dev, fmt!("trusted"))?;
         let n = neg::negotiate(&backend, &crate::frontend_params(trusted))
-            .map_err(|e| key_error(dev, &e))?;
+            .or_fatal(dev, fmt!("negotiating"))?;
         if n.queues as usize != conn.rings.len() || n.ring_pages != conn.ring_pages {
-            dev.err(fmt!(
+            dev.fatal(EPROTO, fmt!(
                 "backend changed its ring limits after InitWait ({} rings of {} pages set up, now {} of {})",
                 conn.rings.len(),
                 conn.ring_pages,
                 n.queues,
                 n.ring_pages
             ));
-            return Err(EPROTO);
+            return Err(Reported);
         }
         let limits = xen_limits(&n);
         if let Err(what) = limits.check_invariants() {
-            dev.err(fmt!("queue limits rejected: {what}"));
-            return Err(EINVAL);
+            dev.fatal(EINVAL, fmt!("queue limits rejected: {what}"));
+            return Err(Reported);
         }
         let backend_max =
             crate::blkcore::xenstore::read_u32(&backend, neg::KEY_FEATURE_MAX_INDIRECT_SEGMENTS)
@@ -326,11 +373,15 @@ impl Info {
                 .flatten()
                 .unwrap_or(0);
         let wire_max = crate::ring::wire_segments(&n, backend_max);
-        for h in conn.rings.iter() {
-            h.ring().start(dev, &n, self.handle, wire_max)?;
+        for (i, h) in conn.rings.iter().enumerate() {
+            h.ring()
+                .start(dev, &n, self.handle, wire_max)
+                .or_fatal(dev, fmt!("starting ring {i}"))?;
         }
-        let name = crate::disk::disk_name(self.vdevice)?;
-        let mut disk = crate::disk::Disk::new(dev, &name, &n, &limits, &conn.rings)?;
+        let name = crate::disk::disk_name(self.vdevice)
+            .or_fatal(dev, fmt!("naming virtual-device {}", self.vdevice))?;
+        let mut disk = crate::disk::Disk::new(dev, &name, &n, &limits, &conn.rings)
+            .or_fatal(dev, fmt!("creating disk {}", name.as_str()))?;
         let flush = match n.flush {
             Some(FlushKind::Barrier) => "barrier: enabled;",
             Some(FlushKind::Flush) => "flush diskcache: enabled;",
@@ -347,11 +398,13 @@ impl Info {
             limits.io_min,
             limits.io_opt,
         );
-        dev.switch_state(State::Connected)?;
+        dev.switch_state(State::Connected)
+            .or_fatal(dev, fmt!("switching to Connected"))?;
         conn.negotiated = Some(n);
         conn.limits = Some(limits);
         conn.phase = Phase::Connected;
-        disk.add(dev)?;
+        disk.add(dev)
+            .or_fatal(dev, fmt!("adding disk {}", name.as_str()))?;
         conn.disk = Some(disk);
         Ok(())
     }

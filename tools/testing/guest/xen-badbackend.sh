@@ -13,6 +13,9 @@ check "no disk for minimum-io-size = 3000" [ ! -e /sys/block/xvda ]
 dmesg | grep -E "xen_blkfront_rs|vbd-" | tail -4
 n=$(dmesg | grep -c "'minimum-io-size' = '3000'")
 expect_eq "messages naming the key and the value" "$n" 1
+# xenbus_dev_fatal prints "<driver> vbd-N: <errno> <what>": one refusal, one line.
+n=$(dmesg | grep -cE "xen_blkfront_rs vbd-[0-9]+: [0-9]+ ")
+expect_eq "xenbus error lines" "$n" 1
 check "no oops or warning" sh -c "! dmesg | grep -qE 'WARNING:|BUG:|Oops|Kernel panic'"
 for dev in /sys/bus/xen/drivers/xen_blkfront_rs/vbd-*; do
     [ -e "$dev" ] && echo "$(basename "$dev")" > /sys/bus/xen/drivers/xen_blkfront_rs/unbind

@@ -2,10 +2,10 @@
 # blkback offering 256: 11 or less means no indirect descriptors (11 direct
 # segments, 44 KiB requests), otherwise min(backend, parameter) segments of
 # 4 KiB each. Data checked at each setting.
-# Passes alone (1 vCPU, 512-byte sectors: xen-guest.sh SCRIPT). KNOWN BUG:
-# run after xen-mq.sh in the 2-vCPU, 4K-sector boot of suites/20-xen.sh, the
-# 1 MiB O_DIRECT writes at max_indirect_segments=11 hang; not in the suite
-# until that is fixed.
+# suites/20-xen.sh runs it right after xen-mq.sh (4-page rings, 2 queues):
+# the reconnect with single-page rings must remove the earlier
+# ring-page-order key, or blkback maps stale ring references and the writes
+# hang.
 . /guest/common.sh
 D=xvda
 for segs in 11 256; do

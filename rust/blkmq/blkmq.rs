@@ -405,6 +405,15 @@ impl<T: Operations> Request<T> {
         unsafe { bindings::blk_mq_complete_request(self.raw()) };
     }
 
+    /// Give the request back to blk-mq to be dispatched again later
+    /// (`blk_mq_requeue_request`, without kicking): it waits on the
+    /// queue's requeue list until [`GenDisk::kick_requeue_list`].
+    pub fn requeue(self) {
+        // SAFETY: the request is live and owned (started by the driver);
+        // this consumes the handle, blk-mq owns the request again.
+        unsafe { bindings::blk_mq_requeue_request(self.raw(), false) };
+    }
+
     /// End the request with `status` (`blk_mq_end_request`).
     pub fn end(self, status: Status) {
         // SAFETY: the request is live and owned; this consumes the handle.
@@ -875,6 +884,13 @@ impl<T: Operations> GenDisk<T> {
         // SAFETY: `disk_name` is NUL-terminated (written by `new`) and lives
         // as long as the disk.
         unsafe { CStr::from_char_ptr((*self.raw()).disk_name.as_ptr()) }
+    }
+
+    /// Dispatch the requests given back with [`Request::requeue`]
+    /// (`blk_mq_kick_requeue_list`).
+    pub fn kick_requeue_list(&self) {
+        // SAFETY: the disk and its queue are valid.
+        unsafe { bindings::blk_mq_kick_requeue_list((*self.raw()).queue) };
     }
 
     /// Resize and send a uevent (`set_capacity_and_notify`).

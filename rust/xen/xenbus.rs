@@ -233,6 +233,15 @@ pub trait Driver {
 
     /// The device is going away (or the driver is unloaded).
     fn remove(dev: &Device, data: Self::Data);
+
+    /// The guest was restored (or migrated) and the device has a new
+    /// backend: xenbus has put us back to Initialising and re-reads the
+    /// backend's state after this returns (`xenbus_driver.resume`). The
+    /// default keeps nothing: the driver sees the new backend's InitWait.
+    fn resume(dev: &Device, data: <Self::Data as ForeignOwnable>::Borrowed<'_>) -> Result {
+        let _ = (dev, data);
+        Ok(())
+    }
 }
 
 #[repr(C)]
@@ -285,6 +294,7 @@ impl<T: Driver> Registration<T> {
                     (*slot).drv.probe = Some(probe_callback::<T>);
                     (*slot).drv.otherend_changed = Some(otherend_changed_callback::<T>);
                     (*slot).drv.remove = Some(remove_callback::<T>);
+                    (*slot).drv.resume = Some(resume_callback::<T>);
                     to_result(bindings::rxen_xenbus_register_frontend(&raw mut (*slot).drv))
                 }
             }),
@@ -345,6 +355,30 @@ unsafe extern "C" fn otherend_changed_callback<T: Driver>(
     let data = unsafe { T::Data::borrow(p) };
     #[expect(clippy::unnecessary_cast, reason = "enum width depends on bindgen")]
     T::otherend_changed(d, data, State::from_raw(state as u32));
+}
+
+/// `xenbus_driver.resume` of `T`.
+///
+/// # Safety
+///
+/// Called by xenbus with a live device bound to `T`.
+unsafe extern "C" fn resume_callback<T: Driver>(
+    dev: *mut bindings::xenbus_device,
+) -> kernel::ffi::c_int {
+    // SAFETY: xenbus calls resume with a live device.
+    let d = unsafe { Device::from_raw(dev) };
+    // SAFETY: the device is live.
+    let p: *mut c_void = unsafe { bindings::rxen_dev_get_drvdata(dev) }.cast();
+    if p.is_null() {
+        return 0;
+    }
+    // SAFETY: `p` came from `into_foreign` in probe and is only reclaimed in
+    // remove, which xenbus does not run concurrently with resume.
+    let data = unsafe { T::Data::borrow(p) };
+    match T::resume(d, data) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
 }
 
 /// `xenbus_driver.remove` of `T`.

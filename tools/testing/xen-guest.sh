@@ -4,7 +4,7 @@
 # running a guest check script as its /test.sh.
 #
 #   xen-guest.sh [-p FEATURE_PERSISTENT] [-b PHYS_BLOCK] [-m MIN_IO -o OPT_IO]
-#                [-s DISK_SIZE] [-n NDOMU] [-c VCPUS] [-t TIMEOUT] [-l LABEL] SCRIPT
+#                [-s DISK_SIZE] [-n NDOMU] [-c VCPUS] [-2] [-t TIMEOUT] [-l LABEL] SCRIPT
 #
 # -p 0|1   blkback's feature_persistent (default 1)
 # -b N     physical_block_size of dom0's backing disk (default 512)
@@ -12,6 +12,8 @@
 #          them as minimum-io-size / optimal-io-size (our blkif extension)
 # -c N     vCPUs of each domU, and blkback's max_queues (default 1): N > 1
 #          lets a frontend negotiate N rings
+# -2       give (the first) domU a second vbd, xvdb, on the same dom0 disk:
+#          two frontends side by side on one backing device (benchmarks)
 # -n N     run N PV domUs at once (1..4, default 1), each with its own backing
 #          disk of the same kind and the same SCRIPT (384 MiB each: the
 #          initramfs with fio needs it). With N > 1 every domU gets, in its
@@ -31,13 +33,13 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-persistent=1 phys=512 min_io= opt_io= size=512M timeout=600 label= ndomu=1 vcpus=1
-while getopts "p:b:m:o:s:n:c:t:l:" o; do
+persistent=1 phys=512 min_io= opt_io= size=512M timeout=600 label= ndomu=1 vcpus=1 twin=0
+while getopts "p:b:m:o:s:n:c:2t:l:" o; do
     case $o in
         p) persistent=$OPTARG ;; b) phys=$OPTARG ;; m) min_io=$OPTARG ;;
         o) opt_io=$OPTARG ;; s) size=$OPTARG ;; t) timeout=$OPTARG ;; l) label=$OPTARG ;;
-        n) ndomu=$OPTARG ;; c) vcpus=$OPTARG ;;
-        *) die "usage: $0 [-p 0|1] [-b PHYS] [-m MIN -o OPT] [-s SIZE] [-n NDOMU] [-c VCPUS] [-t SECS] [-l LABEL] SCRIPT" ;;
+        n) ndomu=$OPTARG ;; c) vcpus=$OPTARG ;; 2) twin=1 ;;
+        *) die "usage: $0 [-p 0|1] [-b PHYS] [-m MIN -o OPT] [-s SIZE] [-n NDOMU] [-c VCPUS] [-2] [-t SECS] [-l LABEL] SCRIPT" ;;
     esac
 done
 shift $((OPTIND - 1))
@@ -70,7 +72,8 @@ done
 mkdir -p "$work/payload"
 make_initramfs "$work/payload/domU.cpio.gz" "${files[@]}"
 cp "${DOMU_KERNEL:-$KDIR/arch/x86/boot/bzImage}" "$work/payload/domU-bzImage"
-cp "$REPO/tools/testing/xen/dom0-run.sh" "$REPO/tools/testing/xen/block-simple" "$work/payload/"
+cp "$REPO/tools/testing/xen/dom0-run.sh" "$REPO/tools/testing/xen/block-simple" "$REPO/tools/testing/xen/blkif-irqs" \
+    "$REPO/tools/testing/xen/save-restore" "$work/payload/"
 [ -f "$REPO/tools/testing/xen/dom0-after.sh" ] && cp "$REPO/tools/testing/xen/dom0-after.sh" "$work/payload/"
 [ -n "$min_io" ] && touch "$work/payload/publish-io-sizes"
 cat > "$work/payload/run.env" <<ENV
@@ -87,6 +90,10 @@ for ((i = 1; i <= ndomu; i++)); do
     ((i > 1)) && name=blktest$i
     ((ndomu > 1)) && extra=" BLKDOMU=$i BLKNDOMU=$ndomu BLKT0=@T0@"
     cfg=domU.cfg; ((i > 1)) && cfg=domU$i.cfg
+    disks="'format=raw, vdev=xvda, access=rw, script=/run/payload/block-simple, target=/dev/${targets[i - 1]}'"
+    # The twin: xen-blkback opens the device without claiming it, and
+    # block-simple does no sharing check, so two vbds can share one disk.
+    ((i == 1 && twin)) && disks+=", 'format=raw, vdev=xvdb, access=rw, script=/run/payload/block-simple, target=/dev/${targets[0]}'"
     cat > "$work/payload/$cfg" <<CFG
 type="pv"
 name="$name"
@@ -95,7 +102,7 @@ vcpus=$vcpus
 kernel="/run/payload/domU-bzImage"
 ramdisk="/run/payload/domU.cpio.gz"
 extra="console=hvc0 rdinit=/init quiet loglevel=6$extra"
-disk=['format=raw, vdev=xvda, access=rw, script=/run/payload/block-simple, target=/dev/${targets[i - 1]}']
+disk=[$disks]
 on_poweroff="destroy"
 on_crash="destroy"
 CFG

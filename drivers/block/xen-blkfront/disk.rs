@@ -272,6 +272,17 @@ impl Disk {
         self.gd.add(dev.as_device())
     }
 
+    /// The disk name.
+    pub(crate) fn name(&self) -> &CStr {
+        self.gd.name()
+    }
+
+    /// Dispatches the requests a ring gave back while it reconnected
+    /// (`blk_mq_kick_requeue_list`).
+    pub(crate) fn resubmit(&self) {
+        self.gd.kick_requeue_list();
+    }
+
     /// Current capacity in sectors.
     pub(crate) fn set_capacity(&self, sectors: u64) {
         self.gd.set_capacity_and_notify(sectors);

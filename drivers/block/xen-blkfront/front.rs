@@ -191,6 +191,29 @@ impl xenbus::Driver for Blkfront {
         }
     }
 
+    /// The guest was restored: the rings' grants and event channels are
+    /// gone with the old backend. Requests in flight go back to blk-mq
+    /// (they are resubmitted when the new backend connects), the disk
+    /// stays; the new backend's InitWait then runs `talk_to_blkback`.
+    fn resume(_dev: &Device, info: ArcBorrow<'_, Info>) -> Result {
+        let mut conn = info.conn.lock();
+        if conn.disk.is_none() {
+            free_rings(&mut conn);
+            conn.phase = Phase::Disconnected;
+            return Ok(());
+        }
+        let n = requeue_in_flight(&mut conn);
+        conn.phase = Phase::Disconnected;
+        if let Some(disk) = &conn.disk {
+            pr_info!(
+                "blkfront: {}: resuming: {} requests in flight will be resubmitted\n",
+                disk.name(),
+                n
+            );
+        }
+        Ok(())
+    }
+
     fn remove(_dev: &Device, info: Arc<Info>) {
         let mut conn = info.conn.lock();
         if let Some(disk) = conn.disk.take() {
@@ -220,6 +243,55 @@ fn read_snapshots(dev: &Device) -> Result<(Snapshot, Snapshot), Reported> {
     Ok((backend, own))
 }
 
+/// Our negotiation inputs: the module parameters, our own `trusted` node,
+/// and, with a live disk, no more rings than the disk has hardware queues.
+fn params(dev: &Device, own: &Snapshot, conn: &Conn) -> Result<neg::FrontendParams, Reported> {
+    let trusted =
+        neg::frontend_trusted(own, crate::trusted_param()).or_fatal(dev, fmt!("trusted"))?;
+    let mut p = crate::frontend_params(trusted);
+    if conn.disk.is_some() {
+        p.max_queues = p
+            .max_queues
+            .min(u32::try_from(conn.rings.len()).unwrap_or(u32::MAX));
+    }
+    Ok(p)
+}
+
+/// Ring count and size for this connection (`negotiate_mq` and
+/// `max-ring-page-order` upstream).
+fn negotiate_rings(dev: &Device, conn: &Conn) -> Result<neg::RingLayout, Reported> {
+    let (backend, own) = read_snapshots(dev)?;
+    neg::negotiate_rings(&backend, &params(dev, &own, conn)?).or_fatal(dev, fmt!("ring limits"))
+}
+
+/// Takes every ring's data path down and puts the requests that were in
+/// flight on the disk's requeue list; they are dispatched again when the
+/// next backend connects ([`crate::disk::Disk::resubmit`]).
+fn requeue_in_flight(conn: &mut Conn) -> usize {
+    let mut n = 0;
+    for h in conn.rings.iter_mut() {
+        for rq in h.suspend() {
+            rq.requeue();
+            n += 1;
+        }
+    }
+    n
+}
+
+/// A connection attempt failed: requests fail from now on (also those
+/// waiting for a reconnect), then the disk and the rings go.
+fn abandon(conn: &mut Conn) {
+    for h in conn.rings.iter() {
+        h.ring().with_state(|st| st.mark_dead());
+    }
+    if let Some(disk) = conn.disk.take() {
+        disk.resubmit();
+        disk.remove();
+    }
+    free_rings(conn);
+    conn.phase = Phase::Disconnected;
+}
+
 /// Tears the rings down: interrupts first, then grants, then the shared
 /// pages (dropped with the last reference to each ring).
 fn free_rings(conn: &mut Conn) {
@@ -231,34 +303,55 @@ fn free_rings(conn: &mut Conn) {
 impl Info {
     /// InitWait: allocate rings and event channels, publish them and our
     /// features, switch to Initialised (`talk_to_blkback`).
+    ///
+    /// With a live disk (a new backend after the guest's restore, or a
+    /// backend restart) the disk and its rings stay: the rings get new
+    /// shared pages and event channels, and the requests that were in
+    /// flight wait on the disk's requeue list until the backend connects
+    /// (`blkfront_resume` upstream).
     fn talk_to_blkback(&self, dev: &Device) -> Result<(), Reported> {
         let mut conn = self.conn.lock();
-        if let Some(disk) = conn.disk.take() {
-            disk.remove();
+        if conn.disk.is_some() {
+            requeue_in_flight(&mut conn);
+        } else {
+            free_rings(&mut conn);
         }
-        free_rings(&mut conn);
         conn.phase = Phase::Disconnected;
         let r = self.setup_rings(dev, &mut conn);
         if r.is_err() {
-            free_rings(&mut conn);
+            abandon(&mut conn);
         }
         r
     }
 
     fn setup_rings(&self, dev: &Device, conn: &mut Conn) -> Result<(), Reported> {
-        let (backend, own) = read_snapshots(dev)?;
-        let trusted =
-            neg::frontend_trusted(&own, crate::trusted_param()).or_fatal(dev, fmt!("trusted"))?;
-        let n = neg::negotiate_rings(&backend, &crate::frontend_params(trusted))
-            .or_fatal(dev, fmt!("ring limits"))?;
-
-        for i in 0..n.queues {
-            let h =
-                RingHandle::new(dev, i, n.ring_pages).or_fatal(dev, fmt!("setting up ring {i}"))?;
-            conn.rings
-                .push(h, GFP_KERNEL)
-                .map_err(Error::from)
-                .or_fatal(dev, fmt!("setting up ring {i}"))?;
+        let n = negotiate_rings(dev, conn)?;
+        if conn.disk.is_some() {
+            // The disk's hardware queues are its rings: their number stays.
+            if n.queues as usize != conn.rings.len() {
+                dev.fatal(
+                    EPROTO,
+                    fmt!(
+                        "the new backend allows {} rings, the disk has {}",
+                        n.queues,
+                        conn.rings.len()
+                    ),
+                );
+                return Err(Reported);
+            }
+            for (i, h) in conn.rings.iter_mut().enumerate() {
+                h.reconnect(dev, n.ring_pages)
+                    .or_fatal(dev, fmt!("setting up ring {i}"))?;
+            }
+        } else {
+            for i in 0..n.queues {
+                let h = RingHandle::new(dev, i, n.ring_pages)
+                    .or_fatal(dev, fmt!("setting up ring {i}"))?;
+                conn.rings
+                    .push(h, GFP_KERNEL)
+                    .map_err(Error::from)
+                    .or_fatal(dev, fmt!("setting up ring {i}"))?;
+            }
         }
         conn.ring_pages = n.ring_pages;
 
@@ -338,19 +431,13 @@ impl Info {
             return;
         }
         if self.do_connect(dev, &mut conn).is_err() {
-            if let Some(disk) = conn.disk.take() {
-                disk.remove();
-            }
-            free_rings(&mut conn);
-            conn.phase = Phase::Disconnected;
+            abandon(&mut conn);
         }
     }
 
     fn do_connect(&self, dev: &Device, conn: &mut Conn) -> Result<(), Reported> {
         let (backend, own) = read_snapshots(dev)?;
-        let trusted =
-            neg::frontend_trusted(&own, crate::trusted_param()).or_fatal(dev, fmt!("trusted"))?;
-        let n = neg::negotiate(&backend, &crate::frontend_params(trusted))
+        let n = neg::negotiate(&backend, &params(dev, &own, conn)?)
             .or_fatal(dev, fmt!("negotiating"))?;
         if n.queues as usize != conn.rings.len() || n.ring_pages != conn.ring_pages {
             dev.fatal(EPROTO, fmt!(
@@ -367,6 +454,17 @@ impl Info {
             dev.fatal(EINVAL, fmt!("queue limits rejected: {what}"));
             return Err(Reported);
         }
+        // A new backend under the live disk: what the block layer already
+        // built under the disk's limits must still fit.
+        if let (Some(old), true) = (&conn.limits, conn.disk.is_some()) {
+            if let Err(what) = limits.admits_requests_of(old) {
+                dev.fatal(
+                    EPROTO,
+                    fmt!("the new backend's limits are narrower: {what}"),
+                );
+                return Err(Reported);
+            }
+        }
         let backend_max =
             crate::blkcore::xenstore::read_u32(&backend, neg::KEY_FEATURE_MAX_INDIRECT_SEGMENTS)
                 .ok()
@@ -380,6 +478,29 @@ impl Info {
         }
         let name = crate::disk::disk_name(self.vdevice)
             .or_fatal(dev, fmt!("naming virtual-device {}", self.vdevice))?;
+        if let Some(disk) = &conn.disk {
+            dev.switch_state(State::Connected)
+                .or_fatal(dev, fmt!("switching to Connected"))?;
+            if conn
+                .negotiated
+                .as_ref()
+                .is_some_and(|o| o.sectors != n.sectors)
+            {
+                disk.set_capacity(n.sectors);
+            }
+            pr_info!(
+                "blkfront: {}: reconnected to {}: {} rings of {} pages; persistent grants: {}; resubmitting what was in flight\n",
+                name.as_str(),
+                dev.otherend().to_str().unwrap_or("?"),
+                n.queues,
+                n.ring_pages,
+                if n.persistent { "enabled" } else { "disabled" },
+            );
+            conn.negotiated = Some(n);
+            conn.phase = Phase::Connected;
+            disk.resubmit();
+            return Ok(());
+        }
         let mut disk = crate::disk::Disk::new(dev, &name, &n, &limits, &conn.rings)
             .or_fatal(dev, fmt!("creating disk {}", name.as_str()))?;
         let flush = match n.flush {

@@ -33,6 +33,7 @@ use crate::blkcore::{
         BLKIF_OP_WRITE_BARRIER,
         BLKIF_RESPONSE_SIZE,
         BLKIF_RING_ENTRY_SIZE,
+        BLKIF_SEGMENT_SIZE,
         SRING_REQ_EVENT,
         SRING_REQ_PROD,
         SRING_RSP_EVENT,
@@ -375,9 +376,43 @@ impl RingHandle {
     /// Unbinds the interrupt, then revokes every grant and fails whatever
     /// is still in flight. The shared pages go with the last `Arc<Ring>`.
     pub(crate) fn shutdown(mut self) {
+        for rq in self.suspend() {
+            crate::disk::complete(rq, crate::disk::Status::IoErr);
+        }
+    }
+
+    /// The backend is gone but the disk stays (guest save/restore, a
+    /// backend restart): unbinds the interrupt, revokes every grant and
+    /// returns the requests that were in flight, for the caller to resubmit
+    /// once [`RingHandle::reconnect`] and [`Ring::start`] ran. Until then the
+    /// ring refuses new requests as busy.
+    pub(crate) fn suspend(&mut self) -> KVec<crate::disk::Rq> {
         drop(self.irq.take());
-        let done = self.ring.teardown();
-        crate::disk::finish(done);
+        self.ring.take_down()
+    }
+
+    /// Gives a suspended ring new shared pages (`nr_pages`) and a new event
+    /// channel, for a new backend; publish them with
+    /// [`RingHandle::publish`].
+    pub(crate) fn reconnect(&mut self, dev: &Device, nr_pages: u32) -> Result {
+        let mut pages = SharedPages::new(dev, nr_pages)?;
+        let mut front = FrontRing::new(nr_pages).map_err(|_| EINVAL)?;
+        front.init_shared(&mut pages);
+        let old_pages = {
+            let mut st = self.ring.state.lock();
+            st.front = front;
+            st.broken = false;
+            st.dead = false;
+            st.pending_push = false;
+            core::mem::replace(&mut st.pages, pages)
+        };
+        // Ends the old ring grants and frees the pages, outside the lock.
+        drop(old_pages);
+        let evt = EventChannel::alloc(dev)?;
+        let irq = evt.bind(c"blkif", self.ring.clone())?;
+        self.ring.state.lock().notifier = irq.notifier();
+        self.irq = Some(irq);
+        Ok(())
     }
 }
 
@@ -471,6 +506,20 @@ impl Io {
             )?;
         }
         let inflight = KBox::new(InFlight::new(size), GFP_KERNEL)?;
+        // Output slots for `map_pieces`, filled once (the frame is a
+        // placeholder until a request's mapping overwrites it).
+        let mut mapped = KVec::with_capacity(segs as usize, GFP_KERNEL)?;
+        if let Some(f) = frames.first() {
+            let unset = MappedSegment {
+                page: f.frame(),
+                frame_offset: 0,
+                first_sect: 0,
+                last_sect: 0,
+            };
+            for _ in 0..segs {
+                mapped.push(unset, GFP_KERNEL)?;
+            }
+        }
         let mut page_buf = KVec::new();
         page_buf.extend_from_slice(&[0u8; 512], GFP_KERNEL)?;
         while page_buf.len() < XEN_PAGE_SIZE as usize {
@@ -488,7 +537,7 @@ impl Io {
                 shadow,
                 // A block-layer segment may span two pages when unaligned.
                 pieces: KVec::with_capacity(2 * segs as usize, GFP_KERNEL)?,
-                mapped: KVec::with_capacity(segs as usize, GFP_KERNEL)?,
+                mapped,
                 segs: KVec::with_capacity(segs as usize, GFP_KERNEL)?,
                 indirect_grefs: KVec::with_capacity(ind_pages as usize, GFP_KERNEL)?,
                 page_buf,
@@ -501,27 +550,26 @@ impl Io {
 }
 
 impl Ring {
-    /// Revokes all grants (those the backend still maps are ended with a
-    /// deferred release) and returns the requests still in flight, failed.
-    fn teardown(&self) -> KVec<Done> {
-        let mut done = KVec::new();
+    /// Takes the data path down: revokes all grants (those the backend
+    /// still maps are ended with a deferred release) and returns the
+    /// requests still in flight, untouched.
+    fn take_down(&self) -> KVec<crate::disk::Rq> {
+        let mut rqs = KVec::new();
         let io = {
             let mut st = self.state.lock();
             st.io.take()
         };
         let Some(mut io) = io else {
-            return done;
+            return rqs;
         };
         let io = &mut *io;
+        // Without memory for the list a request fails rather than leaks.
+        let _ = rqs.reserve(io.shadow.len(), GFP_KERNEL);
         for s in io.shadow.iter_mut() {
             if let Some(rq) = s.rq.take() {
-                let _ = done.push(
-                    Done {
-                        rq,
-                        status: crate::disk::Status::IoErr,
-                    },
-                    GFP_KERNEL,
-                );
+                if let Err(e) = rqs.push_within_capacity(rq) {
+                    crate::disk::complete(e.0, crate::disk::Status::IoErr);
+                }
             }
             s.grants.clear();
             s.indirect.clear();
@@ -538,7 +586,7 @@ impl Ring {
             st.revoked,
             deferred
         );
-        done
+        rqs
     }
 
     /// Lock-protected access for the block glue.
@@ -917,29 +965,16 @@ fn queue_rw(
     sector: u64,
 ) -> Result<(), (crate::disk::Rq, QueueError)> {
     let max = io.wire_max;
-    // Map pieces -> per-frame segments.
-    let cap = io.mapped.capacity();
-    io.mapped.clear();
-    let placeholder = MappedSegment {
-        page: match io._frames.first() {
-            Some(p) => p.frame(),
-            None => return Err((rq, QueueError::Io)),
-        },
-        frame_offset: 0,
-        first_sect: 0,
-        last_sect: 0,
+    let Some(placeholder) = io._frames.first().map(|p| p.frame()) else {
+        return Err((rq, QueueError::Io));
     };
-    for _ in 0..cap {
-        if io.mapped.push_within_capacity(placeholder).is_err() {
-            break;
-        }
-    }
+    // Map pieces -> per-frame segments (`mapped` keeps its full length: the
+    // first `nr` entries are this request's).
     let summary = match map_pieces(&io.pieces, max, &mut io.mapped) {
         Ok(s) => s,
         Err(_) => return Err((rq, QueueError::Io)),
     };
     let nr = summary.nr_segments;
-    io.mapped.truncate(nr as usize);
     let op = rw_op(kind, io.n.flush);
     let lay = match layout(nr, if io.n.indirect_segments != 0 { max } else { 0 }) {
         Ok(l) => l,
@@ -960,7 +995,7 @@ fn queue_rw(
     io.segs.clear();
     let mut copied = 0u64;
     let mut failed = false;
-    for i in 0..io.mapped.len() {
+    for i in 0..nr as usize {
         let Some(&m) = io.mapped.get(i) else {
             failed = true;
             break;
@@ -1026,7 +1061,7 @@ fn queue_rw(
                 .and_then(|s| s.own_indirect.get(p as usize))
             {
                 Some(pg) => pg.frame(),
-                None => placeholder.page,
+                None => placeholder,
             };
             let g = match io.pool.get(&mut io.gt, frame, true) {
                 Ok(g) => g,
@@ -1043,15 +1078,17 @@ fn queue_rw(
                 ok = false;
                 break;
             }
-            io.page_buf.fill(0);
-            match write_indirect_page(&io.segs, p, &mut io.page_buf) {
-                Ok(_) => {}
+            // Only the descriptors in use go to the page (the backend reads
+            // `nr_segments` of them): 8 bytes each, not the whole page.
+            let written = match write_indirect_page(&io.segs, p, &mut io.page_buf) {
+                Ok(n) => n as usize * BLKIF_SEGMENT_SIZE,
                 Err(_) => {
                     ok = false;
                     break;
                 }
-            }
-            if g.frame.write(0, &io.page_buf).is_err() {
+            };
+            let used = io.page_buf.get(..written).unwrap_or(&[]);
+            if g.frame.write(0, used).is_err() {
                 ok = false;
                 break;
             }

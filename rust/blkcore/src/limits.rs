@@ -66,6 +66,28 @@ pub struct QueueLimits {
 }
 
 impl QueueLimits {
+    /// Whether every request the block layer may have built under `old`
+    /// (same size in sectors, same number and size of segments) can be
+    /// sent under `self`: a disk that keeps its queue across a reconnect to
+    /// a new backend (guest restore) needs this, because requests already
+    /// built are resubmitted as they are. On failure, says which limit
+    /// shrank.
+    pub fn admits_requests_of(&self, old: &QueueLimits) -> Result<(), &'static str> {
+        if self.logical_block_size != old.logical_block_size {
+            return Err("logical block size changed");
+        }
+        if self.max_hw_sectors < old.max_hw_sectors {
+            return Err("max_hw_sectors shrank");
+        }
+        if self.max_segments < old.max_segments {
+            return Err("max_segments shrank");
+        }
+        if self.max_segment_size < old.max_segment_size {
+            return Err("max_segment_size shrank");
+        }
+        Ok(())
+    }
+
     /// Check the documented invariants (the ones `blk_validate_limits()`
     /// relies on, and those this crate promises); on failure, say which.
     /// Used by tests and fuzz targets; cheap enough for a debug check in

@@ -433,3 +433,57 @@ proptest! {
         }
     }
 }
+
+/// A guest restored onto a backend with fewer indirect segments cannot
+/// resubmit the requests its queue already built; the same or a wider
+/// backend can.
+#[test]
+fn reconnect_admits_requests_only_under_equal_or_wider_limits() {
+    let backend = |segs: &'static str, sector: &'static str| {
+        [
+            ("sectors", "2097152"),
+            ("info", "0"),
+            ("sector-size", sector),
+            ("feature-max-indirect-segments", segs),
+        ]
+    };
+    let at = |segs, sector, max| {
+        xen_limits(&neg(
+            &backend(segs, sector),
+            &FrontendParams {
+                max_indirect_segments: max,
+                ..FrontendParams::default()
+            },
+        ))
+    };
+    let old = at("256", "512", 32);
+    assert_eq!(at("256", "512", 32).admits_requests_of(&old), Ok(()));
+    assert_eq!(at("256", "512", 64).admits_requests_of(&old), Ok(()));
+    assert_eq!(
+        at("16", "512", 32).admits_requests_of(&old),
+        Err("max_hw_sectors shrank")
+    );
+    assert_eq!(
+        at("0", "512", 32).admits_requests_of(&old),
+        Err("max_hw_sectors shrank")
+    );
+    assert_eq!(
+        at("256", "4096", 32).admits_requests_of(&old),
+        Err("logical block size changed")
+    );
+}
+
+proptest! {
+    /// Limits always admit their own requests, and never those of limits
+    /// with more segments.
+    #[test]
+    fn admits_is_reflexive_and_monotonic(a in 11u32..=512, b in 11u32..=512) {
+        let l = |m| xen_limits(&neg(
+            &[("sectors", "8"), ("info", "0"), ("sector-size", "512"), ("feature-max-indirect-segments", "256")],
+            &FrontendParams { max_indirect_segments: m, ..FrontendParams::default() },
+        ));
+        let (la, lb) = (l(a), l(b));
+        prop_assert_eq!(la.admits_requests_of(&la), Ok(()));
+        prop_assert_eq!(la.admits_requests_of(&lb).is_ok(), la.max_segments >= lb.max_segments);
+    }
+}

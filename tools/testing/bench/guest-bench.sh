@@ -1,7 +1,9 @@
 # Guest side of tools/testing/bench/seeds.sh (busybox sh). The host prepends
 # the settings below and passes the result to virtio-guest.sh / xen-guest.sh
 # as the guest's /test.sh:
-#   EXPS     experiments to run here: indirect persist align virtio
+#   EXPS     experiments to run here: indirect persist align virtio, or
+#            compare alone (needs xen-guest.sh -2: xvda and xvdb on one disk)
+#   CWL      compare workloads: rr4k seqread seqwrite
 #   REPS     repetitions per point          RT  fio runtime per rep (s)
 #   SEGS     max_indirect_segments (both)   BSS persist block sizes
 #   ABSS     alignment write sizes          VWL virtio workloads
@@ -18,7 +20,7 @@
 . /guest/common.sh
 : "${EXPS:=}" "${REPS:=3}" "${RT:=3}" "${SEGS:=32}" "${BSS:=4k 64k 1M}"
 : "${ABSS:=512 2k 4k 8k}" "${VWL:=qd1 qd32 seqread seqwrite}" "${OPS:=write read}"
-: "${PERSIST:=?}" "${JOBS:=1}" "${POPS:=randread}"
+: "${PERSIST:=?}" "${JOBS:=1}" "${POPS:=randread}" "${CWL:=rr4k seqread seqwrite}"
 : "${BLKNDOMU:=1}" "${BLKDOMU:=1}" "${BLKT0:=0}" "${SLOTPAD:=5}"
 DOMU=; [ "$BLKNDOMU" -gt 1 ] && DOMU=" domu=$BLKDOMU ndomu=$BLKNDOMU"
 K=0 LATE=0
@@ -55,7 +57,10 @@ diskios() { awk '{ print $1 + $5 }' "/sys/block/$1/stat" 2>/dev/null || echo NA;
 # ---------------------------------------------------------------- Xen ----
 D=xvda
 RSSTATS=/sys/kernel/debug/xen_blkfront_rs-$D/stats
-rsstat() { awk -v k="$1:" '$1 == k { print $2; f = 1 } END { if (!f) print "NA" }' "$RSSTATS" 2>/dev/null || echo NA; }
+rsstat() { # KEY [DISK]: a counter from our debugfs stats
+    awk -v k="$1:" '$1 == k { print $2; f = 1 } END { if (!f) print "NA" }' \
+        "/sys/kernel/debug/xen_blkfront_rs-${2:-$D}/stats" 2>/dev/null || echo NA
+}
 wait_disk() { # DEV [present|absent]
     local i
     for i in $(seq 1 60); do
@@ -170,6 +175,66 @@ xen_driver() { # DRIVER: one load, every Xen experiment of this boot, unload
     xen_unload $1
 }
 
+# ------------------------------------------------------------ compare ----
+# C and ours loaded at once, on two vbds of the same dom0 disk (xen-guest.sh
+# -2): xvda stays with C, xvdb goes to ours (C binds both, then lets xvdb
+# go). Repetitions alternate C, ours, C, ours..., so both see the same boot,
+# backing disk, data and host load, and neither always runs first.
+# Backend notifications are counted in dom0: a mark asks dom0 (DOM0-CMD) to
+# print the interrupt count of xen-blkback's event channels ("BENCH-DOM0
+# mark=N irqs=X" in the log); only one driver does I/O between two marks.
+M=0
+mark() {
+    M=$((M + 1))
+    echo "DOM0-CMD: sh /run/payload/blkif-irqs mark=$M"
+    sleep 2   # dom0 reads the count before anything else happens here
+}
+compare_args() { # workload -> "RW BS fio-args"
+    case $1 in
+        rr4k) echo "randread 4k --ioengine=libaio --iodepth=32 --size=256M" ;;
+        seqread) echo "read 1M --ioengine=libaio --iodepth=4 --size=256M" ;;
+        seqwrite) echo "write 1M --ioengine=libaio --iodepth=4 --size=256M" ;;
+    esac
+}
+exp_compare() {
+    local w r drv dev kib bw iops q0 q1 n0 n1 m0 line
+    insmod /lib/modules/xen-blkfront.ko max_indirect_segments=$SEGS || { not_ok "insmod xen-blkfront"; return; }
+    wait_disk xvda && wait_disk xvdb || { not_ok "C: xvda and xvdb appear"; return; }
+    echo vbd-51728 > /sys/bus/xen/drivers/vbd/unbind
+    wait_disk xvdb absent || { not_ok "C lets xvdb go"; return; }
+    insmod /lib/modules/xen_blkfront_rs.ko max_indirect_segments=$SEGS || { not_ok "insmod xen_blkfront_rs"; return; }
+    wait_disk xvdb || { not_ok "ours: xvdb appears"; dmesg | tail -15 | sed 's/^/DMESG: /'; return; }
+    for i in $(seq 1 20); do [ -r /sys/kernel/debug/xen_blkfront_rs-xvdb/stats ] && break; sleep 0.25; done
+    ok "C on xvda, ours on xvdb, one backing disk"
+    for drv in c rs; do
+        dev=xvda; [ $drv = rs ] && dev=xvdb
+        echo "BENCH-INFO exp=compare driver=$drv persistent=$PERSIST segs=$SEGS max_segments=$(q $dev max_segments) max_hw_kb=$(q $dev max_hw_sectors_kb) connect=$(dmesg | grep -o "$dev: flush.*\|$dev: barrier.*" | tail -1 | tr ' ;' '_,')"
+    done
+    # Data in the region first: reads then come from the same written blocks.
+    dd if=/dev/urandom of=/tmp/r bs=1M count=1 2>/dev/null
+    for i in $(seq 1 256); do cat /tmp/r; done | dd of=/dev/xvda bs=1M oflag=direct 2>/dev/null
+    mark
+    for w in $CWL; do
+        for r in $(seq 1 "$REPS"); do
+            for drv in c rs; do
+                dev=xvda; [ $drv = rs ] && dev=xvdb
+                m0=$M
+                if [ $drv = rs ]; then q0=$(rsstat requests xvdb); n0=$(rsstat notifications xvdb); else q0=$(diskios xvda); fi
+                set -- $(fio_one $dev $(compare_args $w)); kib=$1 bw=$2 iops=$3
+                if [ $drv = rs ]; then q1=$(rsstat requests xvdb); n1=$(rsstat notifications xvdb); else q1=$(diskios xvda); fi
+                mark
+                line="BENCH exp=compare driver=$drv persistent=$PERSIST wl=$w rep=$r mbps=$(mbps "$bw") iops=$iops reqs=$(dl "$q0" "$q1") mark0=$m0 mark1=$M"
+                [ $drv = rs ] && line="$line notifs_per_req=$(awk -v n="$(dl "$n0" "$n1")" -v q="$(dl "$q0" "$q1")" 'BEGIN { if (q ~ /^[0-9]+$/ && q > 0 && n ~ /^[0-9]+$/) printf "%.3f", n / q; else print "NA" }')"
+                echo "$line"
+            done
+        done
+    done
+    echo vbd-51728 > /sys/bus/xen/drivers/xen_blkfront_rs/unbind
+    unload xen_blkfront_rs || not_ok "rmmod xen_blkfront_rs"
+    echo vbd-51712 > /sys/bus/xen/drivers/vbd/unbind
+    unload xen_blkfront || not_ok "rmmod xen_blkfront"
+}
+
 # ------------------------------------------------------------- virtio ----
 vdisk() { ls /sys/block | grep '^vd' | head -1; }
 virtio_load() { # c|rs
@@ -213,8 +278,8 @@ exp_virtio() {
     done
 }
 
-if [ "$EXPS" = virtio ]; then
-    exp_virtio
+if [ "$EXPS" = virtio ] || [ "$EXPS" = compare ]; then
+    exp_$EXPS
 else
     xen_driver c
     xen_driver rs

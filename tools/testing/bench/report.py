@@ -16,8 +16,11 @@ import statistics
 import subprocess
 import sys
 
-METRICS = ("mbps", "iops", "reqs_per_mib", "blk_reqs_per_mib", "copied_per_mib", "notifs_per_req")
+METRICS = ("mbps", "iops", "reqs_per_mib", "blk_reqs_per_mib", "copied_per_mib", "notifs_per_req",
+           "reqs", "dom0_notifs_per_req")
 LINE = re.compile(r"(BENCH(?:-INFO)?) (exp=\S+(?: \S+=\S*)*)")
+# dom0's answer to a guest's mark (tools/testing/xen/blkif-irqs).
+DOM0 = re.compile(r"BENCH-DOM0 mark=(\d+) irqs=(\d+)")
 
 out = sys.argv[1]
 cfg = json.load(open(os.path.join(out, "config.json")))
@@ -32,16 +35,34 @@ def num(v):
     return f if f == f and f not in (float("inf"), float("-inf")) else None
 
 
+def dom0_per_req(r, irqs):
+    """Backend notifications per request between the record's two marks."""
+    a, b, q = irqs.get(r.get("mark0")), irqs.get(r.get("mark1")), num(r.get("reqs"))
+    if a is None or b is None or not q:
+        return "NA"
+    return f"{(b - a) / q:.3f}"
+
+
 recs, infos = [], []
 for log in sorted(glob.glob(os.path.join(out, "logs", "*.log"))):
+    irqs, marked = {}, []
     for raw in open(log, errors="replace"):
-        m = LINE.search(raw.replace("\r", ""))
+        line = raw.replace("\r", "")
+        d = DOM0.search(line)
+        if d:
+            irqs[d.group(1)] = int(d.group(2))
+            continue
+        m = LINE.search(line)
         if not m:
             continue
         kv = dict(x.split("=", 1) for x in m.group(2).split())
         (infos if m.group(1) == "BENCH-INFO" else recs).append(kv)
+        if "mark1" in kv:
+            marked.append(kv)
+    for r in marked:
+        r["dom0_notifs_per_req"] = dom0_per_req(r, irqs)
 
-NOT_ID = set(METRICS) | {"rep", "late", "domu"}
+NOT_ID = set(METRICS) | {"rep", "late", "domu", "mark0", "mark1"}
 
 # Several domUs (domu=I ndomu=N): one record per (point, repetition) with
 # MB/s and IOPS summed over the domUs (they ran in the same time slot) and
@@ -89,7 +110,7 @@ def stat(rows, metric):
     return (min(vals), statistics.median(vals), max(vals), len(vals))
 
 
-def point(want, metric, required=True, label=""):
+def point(want, metric, required=True, label="", reps=None):
     """min/med/max/n of METRIC over the group whose identity contains WANT."""
     rows = [r for ident, rs in groups.items() if all(dict(ident).get(k) == v for k, v in want.items()) for r in rs]
     s = stat(rows, metric) if rows else None
@@ -97,8 +118,9 @@ def point(want, metric, required=True, label=""):
         if required:
             problems.append(f"{label or want}: {metric} {'missing' if s is None else 'not a number'}")
         return None
-    if s[3] < cfg["reps"] and required:
-        problems.append(f"{label or want}: {metric} has {s[3]} of {cfg['reps']} repetitions")
+    reps = reps or cfg["reps"]
+    if s[3] < reps and required:
+        problems.append(f"{label or want}: {metric} has {s[3]} of {reps} repetitions")
     return s
 
 
@@ -253,6 +275,34 @@ if "virtio" in cfg["exps"]:
     gnuplot("virtio", "set title 'virtio-blk: throughput relative to C virtio_blk (median, min-max bars)'\nset style data histogram\n"
             "set style histogram errorbars gap 1 lw 1\nset style fill solid 0.6 border -1\nset ylabel 'relative to C (C median = 1)'\nset yrange [0:*]\n"
             "plot 'DAT' using 2:3:4:xtic(1) title 'C virtio_blk', '' using 5:6:7 title 'ours'\n", dat)
+
+# ---- 5. compare: C and ours side by side on one disk ----------------------------
+if "compare" in cfg["exps"]:
+    names = {"rr4k": ("4k randread QD32", "iops"), "seqread": ("1M seq read QD4", "mbps"), "seqwrite": ("1M seq write QD4", "mbps")}
+    rows, csvrows, dat = [], [], "# label c_med c_min c_max rs_med rs_min rs_max (C median = 1)\n"
+    for pers in cfg["persistent"]:
+        for wl in cfg["cwl"]:
+            title, metric = names[wl]
+            p = {}
+            for drv in ("c", "rs"):
+                w = {"exp": "compare", "driver": drv, "persistent": str(pers), "wl": wl}
+                lab = f"compare p={pers} {drv} {wl}"
+                p[drv] = (point(w, "mbps", label=lab, reps=cfg["compare_reps"]), point(w, metric, label=lab, reps=cfg["compare_reps"]),
+                          point(w, "dom0_notifs_per_req", label=lab, reps=cfg["compare_reps"]),
+                          point(w, "notifs_per_req", drv == "rs", lab, reps=cfg["compare_reps"]))
+                csvrows.append([pers, wl, drv, metric] + mmm(p[drv][1]) + [f(p[drv][0], 2), f(p[drv][2], 3), f(p[drv][3], 3) if drv == "rs" else ""])
+            nd = 0 if metric == "iops" else 1
+            rows.append([pers, title, metric, rng(p["c"][1], nd), rng(p["rs"][1], nd), ratio(p["rs"][1], p["c"][1]),
+                         f(p["c"][2], 3), f(p["rs"][2], 3), f(p["rs"][3], 3)])
+            if p["c"][1] and p["rs"][1] and p["c"][1][1]:
+                c, r, b = p["c"][1], p["rs"][1], p["c"][1][1]
+                dat += f"\"p{pers} {title}\" {c[1] / b} {c[0] / b} {c[2] / b} {r[1] / b} {r[0] / b} {r[2] / b}\n"
+    table(f"Xen C vs ours: one boot, one dom0 disk (xvda C, xvdb ours), repetitions alternating; median [min-max] of {cfg['compare_reps']}; backend notifications per ring request counted in dom0",
+          ["feature_persistent", "workload", "unit", "C", "ours", "ours/C", "C dom0 notif/req", "ours dom0 notif/req", "ours own notif/req"], rows)
+    csv("compare", ["feature_persistent", "workload", "driver", "unit", "n", "min", "median", "max", "mbps_median", "dom0_notifs_per_req_median", "own_notifs_per_req_median"], csvrows)
+    gnuplot("compare", "set title 'Xen: ours relative to C xen-blkfront (median, min-max bars)'\nset style data histogram\n"
+            "set style histogram errorbars gap 1 lw 1\nset style fill solid 0.6 border -1\nset xtics rotate by -30\nset ylabel 'relative to C (C median = 1)'\nset yrange [0:*]\n"
+            "plot 'DAT' using 2:3:4:xtic(1) title 'C xen-blkfront', '' using 5:6:7 title 'ours'\n", dat)
 
 if shutil.which("gnuplot"):
     for name in plots:

@@ -2,14 +2,20 @@
 # Reproduces the seed threads' measurements with our drivers and the C drivers
 # side by side, each pair in the same boot (see Documentation/benchmarks.md):
 #
-#   tools/testing/bench/seeds.sh [--smoke] [--out DIR]
+#   tools/testing/bench/seeds.sh [--smoke] [--exp LIST] [--out DIR]
 #
 #  1. Xen indirect sweep   max_indirect_segments 11..256, 1 MiB seq O_DIRECT
 #  2. persistent grants    blkback feature_persistent 1 and 0, bs 4k/64k/1M
 #  3. alignment            4096-byte physical sectors: 512B..8K random writes,
 #                          reported topology, sfdisk + mkfs.ext4 results
 #  4. virtio               4k QD1/QD32 randread, 1M seq read/write
+#  5. compare              Xen, C and ours on two vbds of one dom0 disk,
+#                          alternating: 4k randread QD32, 1M seq read/write,
+#                          blkback feature_persistent 1 and 0; backend
+#                          notifications per request counted in dom0
 #
+# --exp LIST: only these experiments (comma-separated names above; default
+# all). `seeds.sh --exp compare` is the Xen C-vs-ours benchmark.
 # Prints the tables; writes <exp>.csv, <exp>.png, logs/ and checks.txt into
 # DIR (default $BLKFRONT_CACHE/bench-results). --smoke: one point per
 # experiment, one repetition (a few minutes). Exits non-zero when a guest run
@@ -20,17 +26,23 @@ set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 T=$REPO/tools/testing
 
-smoke=0 out=
+smoke=0 out= exps=indirect,persist,align,virtio,compare
 while (($#)); do
     case $1 in
         --smoke) smoke=1 ;;
         --out) out=${2:?--out DIR}; shift ;;
         --out=*) out=${1#--out=} ;;
-        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-        *) die "usage: $0 [--smoke] [--out DIR]" ;;
+        --exp) exps=${2:?--exp LIST}; shift ;;
+        --exp=*) exps=${1#--exp=} ;;
+        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        *) die "usage: $0 [--smoke] [--exp LIST] [--out DIR]" ;;
     esac
     shift
 done
+for e in ${exps//,/ }; do
+    [[ $e =~ ^(indirect|persist|align|virtio|compare)$ ]] || die "--exp: unknown experiment '$e'"
+done
+want() { [[ ,$exps, == *,$1,* ]]; }
 out=${out:-$CACHE/bench-results}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -57,8 +69,12 @@ else
     ndomu=${BENCH_NDOMU:-2} jobs=1
 fi
 js() { printf '[%s]' "$(echo "$1" | sed 's/[^ ][^ ]*/"&"/g; s/ /,/g')"; }
+# compare: more, longer repetitions (its ratios are the figure to read).
+creps=${BENCH_REPS:-$((smoke ? 1 : 4))} crt=${BENCH_RT:-$((smoke ? 2 : 5))}
+cwl="rr4k seqread seqwrite"
 cat > "$out/config.json" <<JSON
-{"smoke": $smoke, "reps": $reps, "runtime": $rt, "exps": ["indirect", "persist", "align", "virtio"],
+{"smoke": $smoke, "reps": $reps, "runtime": $rt, "exps": $(js "${exps//,/ }"),
+ "compare_reps": $creps, "cwl": $(js "$cwl"),
  "segs": $(js "$segs"), "bss": $(js "$bss"), "abss": $(js "$abss"), "vwl": $(js "$vwl"),
  "ops": $(js "$ops"), "pops": $(js "$pops"), "persistent": $(js "$persist"), "jobs": $jobs, "ndomu": $ndomu}
 JSON
@@ -85,27 +101,33 @@ run() { # label runner args...
 : > "$out/timing.txt"
 
 # The C xen-blkfront connects once per boot (see guest-bench.sh), so every
-# Xen boot runs C, then ours, with the same module parameters.
+# Xen boot of experiments 1-3 runs C, then ours, with the same module
+# parameters; compare keeps both loaded (two vbds) and alternates.
 if ((smoke)); then
-    # One Xen boot for all three Xen experiments (4K physical sectors do not
-    # change 1 MiB sequential or 1 MiB-block numbers).
-    run bench-xen "$T/xen-guest.sh" -l bench-xen -p 1 -b 4096 -m 4096 -o 1048576 -t 420 \
-        "$(guest_script bench-xen "${common[@]}" SEGS=32 "EXPS='indirect persist align'" PERSIST=1)"
+    # One Xen boot for experiments 1-3 (4K physical sectors do not change
+    # 1 MiB sequential or 1 MiB-block numbers).
+    xe=$(for e in indirect persist align; do want $e && echo -n "$e "; done)
+    [ -n "$xe" ] && run bench-xen "$T/xen-guest.sh" -l bench-xen -p 1 -b 4096 -m 4096 -o 1048576 -t 420 \
+        "$(guest_script bench-xen "${common[@]}" SEGS=32 "EXPS='${xe% }'" PERSIST=1)"
 else
-    for s in $segs; do
+    want indirect && for s in $segs; do
         run bench-xen-s$s "$T/xen-guest.sh" -l bench-xen-s$s -p 1 -b 512 -t 600 \
             "$(guest_script bench-xen-s$s "${common[@]}" SEGS=$s "EXPS=indirect" PERSIST=1)"
     done
     # The seed summed fio over several guests running at once: $ndomu domUs,
     # each on its own backing disk, steps in common time slots.
-    for p in $persist; do
+    want persist && for p in $persist; do
         run bench-xen-persist$p "$T/xen-guest.sh" -l bench-xen-persist$p -n "$ndomu" -p "$p" -b 512 -t 900 \
             "$(guest_script bench-xen-persist$p "${common[@]}" SEGS=32 "EXPS=persist" PERSIST=$p)"
     done
-    run bench-xen-align "$T/xen-guest.sh" -l bench-xen-align -p 1 -b 4096 -m 4096 -o 1048576 -t 600 \
+    want align && run bench-xen-align "$T/xen-guest.sh" -l bench-xen-align -p 1 -b 4096 -m 4096 -o 1048576 -t 600 \
         "$(guest_script bench-xen-align "${common[@]}" SEGS=32 "EXPS=align" PERSIST=1)"
 fi
-run bench-virtio "$T/virtio-guest.sh" -l bench-virtio -d 1G -t $((smoke ? 240 : 900)) \
+want compare && for p in $persist; do
+    run bench-xen-compare-p$p "$T/xen-guest.sh" -l bench-xen-compare-p$p -2 -p "$p" -b 512 -t 900 \
+        "$(guest_script bench-xen-compare-p$p "${common[@]}" "REPS=$creps" "RT=$crt" "CWL='$cwl'" SEGS=32 "EXPS=compare" PERSIST=$p)"
+done
+want virtio && run bench-virtio "$T/virtio-guest.sh" -l bench-virtio -d 1G -t $((smoke ? 240 : 900)) \
     "$(guest_script bench-virtio "${common[@]}" "EXPS=virtio")"
 
 python3 "$T/bench/report.py" "$out" | tee "$out/report.txt"

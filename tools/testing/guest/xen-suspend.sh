@@ -1,9 +1,11 @@
 # Xen domU: save and restore of the whole guest (xl save / xl restore, run
 # by dom0) while our disk is busy. The disk must stay the same block device
-# (no remove/re-add: an fd opened before keeps working), requests in flight
-# at the suspend are resubmitted on the new backend, nothing fails and
-# every byte written before and across the save reads back. Upstream:
-# blkfront_resume / blkif_recover.
+# (no remove/re-add: an fd opened before keeps working), the old backend's
+# grants are all revoked, requests the rings still hold at the suspend are
+# requeued and resubmitted on the new backend (normally none: the freezer
+# lets user-space I/O finish first), nothing fails and every byte written
+# before and across the save reads back. Upstream: blkfront_resume /
+# blkif_recover.
 . /guest/common.sh
 D=xvda
 check "insmod xen_blkfront_rs" insmod /lib/modules/xen_blkfront_rs.ko
@@ -15,18 +17,34 @@ dd if=/dev/urandom of=/tmp/b bs=1M count=32 2>/dev/null
 dd if=/tmp/a of=/dev/$D bs=1M oflag=direct 2>/dev/null
 # An fd opened before the save, read after the restore.
 exec 3</dev/$D
-# Writes in flight across the save: 1 MiB O_DIRECT, several requests each.
-( dd if=/tmp/b of=/dev/$D bs=1M seek=64 oflag=direct 2>/tmp/dd.err; echo $? > /tmp/dd.rc ) &
+# A writer busy across the save: 1 MiB O_DIRECT writes of the same 32 MiB
+# over and over at 64 MiB until told to stop. The freezer stops it at the
+# suspend (its requests complete first); it goes on after the restore.
+(
+    while [ ! -e /tmp/stop ]; do
+        dd if=/tmp/b of=/dev/$D bs=1M seek=64 oflag=direct 2>>/tmp/dd.err || { echo fail > /tmp/dd.rc; exit; }
+        echo x >> /tmp/dd.passes
+    done
+    echo 0 > /tmp/dd.rc
+) &
 writer=$!
-sleep 1
+sleep 2
 echo "DOM0-CMD: sh /run/payload/save-restore"
+for i in $(seq 1 360); do dmesg | grep -q "xen_blkfront_rs.*reconnected" && break; sleep 0.5; done
+check "driver reports the resume" sh -c "dmesg | grep -q 'xen_blkfront_rs.*resuming'"
+check "driver reconnects to the new backend" sh -c "dmesg | grep -q 'xen_blkfront_rs.*reconnected'"
+# "ring torn down: G grants granted, R revoked" at the suspend.
+set -- $(dmesg | grep 'ring torn down' | tail -1 | sed 's/.*torn down: \([0-9]*\) grants granted, \([0-9]*\) revoked.*/\1 \2/')
+expect_eq "grants revoked at the suspend (of ${1:-?} granted)" "${2:-none}" "${1:-?}"
+before=$(wc -l < /tmp/dd.passes)
+sleep 3
+touch /tmp/stop
 wait $writer
+after=$(wc -l < /tmp/dd.passes)
 expect_eq "writer across save/restore exits" "$(cat /tmp/dd.rc)" 0
-cat /tmp/dd.err
-# Give the restore time if the writer finished before the save.
-for i in $(seq 1 240); do dmesg | grep -q "xen_blkfront_rs.*resum" && break; sleep 0.5; done
-dmesg | grep -E "xen_blkfront_rs|PM:|Freezing|suspend" | tail -12
-check "driver reports the resume" sh -c "dmesg | grep -q 'xen_blkfront_rs.*resum'"
+check "writer makes progress after the restore ($before -> $after passes)" [ "$after" -gt "$before" ]
+cat /tmp/dd.err | grep -v records | head -5
+dmesg | grep -E "xen_blkfront_rs|Freezing|suspending|xen-blkback" | tail -8
 expect_eq "same block device after restore" "$(cat /sys/block/$D/dev 2>/dev/null)" "$devt"
 dd if=/dev/$D of=/tmp/a2 bs=1M count=8 iflag=direct 2>/dev/null
 check "data written before the save reads back" cmp -s /tmp/a /tmp/a2

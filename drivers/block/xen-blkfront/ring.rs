@@ -93,6 +93,11 @@ use crate::xen::{
 /// Idle persistent grants are purged at most this often (upstream: 10 s).
 const PURGE_INTERVAL_MS: i64 = 10_000;
 
+/// Submission/completion passes between two looks at the clock for the
+/// purge: a Xen PV guest's clock read may trap (emulated TSC), so not on
+/// every request.
+const PURGE_CHECK_EVERY: u32 = 256;
+
 const MAX_RING: usize = BLKIF_MAX_RING_SIZE as usize;
 
 /// Segments one indirect request may carry on the wire: twice the block
@@ -280,6 +285,8 @@ struct Io {
     indirect_grefs: KVec<GrantRef>,
     page_buf: KVec<u8>,
     last_purge: Instant<Monotonic>,
+    /// Passes since the clock was last read for the purge.
+    purge_countdown: u32,
     stats: RingStats,
 }
 
@@ -542,6 +549,7 @@ impl Io {
                 indirect_grefs: KVec::with_capacity(ind_pages as usize, GFP_KERNEL)?,
                 page_buf,
                 last_purge: Instant::now(),
+                purge_countdown: PURGE_CHECK_EVERY,
                 stats: RingStats::default(),
             },
             GFP_KERNEL,
@@ -665,6 +673,7 @@ impl RingState {
             io.stats.busy += 1;
             return Err((rq, QueueError::Busy));
         }
+        // Busy below: out of ids or grants (the request is retried).
         let r = match kind {
             IoKind::Flush => queue_flush(io, &mut self.front, &mut self.pages, rq),
             IoKind::Discard { secure } => queue_discard(
@@ -680,9 +689,13 @@ impl RingState {
                 queue_rw(io, &mut self.front, &mut self.pages, rq, kind, sector)
             }
         };
-        if r.is_ok() {
-            self.pending_push = true;
-            io.stats.requests += 1;
+        match &r {
+            Ok(()) => {
+                self.pending_push = true;
+                io.stats.requests += 1;
+            }
+            Err((_, QueueError::Busy)) => io.stats.busy += 1,
+            Err(_) => {}
         }
         r
     }
@@ -751,7 +764,15 @@ impl RingState {
 /// from the submission and completion paths: the 7.3 Rust workqueue has no
 /// cancel, so a periodic work item could outlive the module.
 fn maybe_purge(io: &mut Io) {
-    if io.n.persistent && io.last_purge.elapsed().as_millis() >= PURGE_INTERVAL_MS {
+    if !io.n.persistent {
+        return;
+    }
+    io.purge_countdown = io.purge_countdown.saturating_sub(1);
+    if io.purge_countdown != 0 {
+        return;
+    }
+    io.purge_countdown = PURGE_CHECK_EVERY;
+    if io.last_purge.elapsed().as_millis() >= PURGE_INTERVAL_MS {
         io.last_purge = Instant::now();
         io.pool.purge(&mut io.gt);
     }

@@ -189,6 +189,10 @@ mark() {
     echo "DOM0-CMD: sh /run/payload/blkif-irqs mark=$M"
     sleep 2   # dom0 reads the count before anything else happens here
 }
+# busy: CPU time the domU spent (all CPUs, USER_HZ ticks of /proc/stat:
+# user nice system irq softirq; not steal, the time Xen ran something
+# else), to compare the drivers' cost per request.
+busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
 compare_args() { # workload -> "RW BS fio-args"
     case $1 in
         rr4k) echo "randread 4k --ioengine=libaio --iodepth=32 --size=256M" ;;
@@ -197,7 +201,7 @@ compare_args() { # workload -> "RW BS fio-args"
     esac
 }
 exp_compare() {
-    local w r drv dev kib bw iops q0 q1 n0 n1 m0 line
+    local w r drv dev kib bw iops q0 q1 n0 n1 m0 b0 b1 order line
     insmod /lib/modules/xen-blkfront.ko max_indirect_segments=$SEGS || { not_ok "insmod xen-blkfront"; return; }
     wait_disk xvda && wait_disk xvdb || { not_ok "C: xvda and xvdb appear"; return; }
     echo vbd-51728 > /sys/bus/xen/drivers/vbd/unbind
@@ -216,19 +220,24 @@ exp_compare() {
     mark
     for w in $CWL; do
         for r in $(seq 1 "$REPS"); do
-            for drv in c rs; do
+            # C first in odd repetitions, ours first in even ones.
+            order="c rs"; [ $((r % 2)) = 0 ] && order="rs c"
+            for drv in $order; do
                 dev=xvda; [ $drv = rs ] && dev=xvdb
                 m0=$M
                 if [ $drv = rs ]; then q0=$(rsstat requests xvdb); n0=$(rsstat notifications xvdb); else q0=$(diskios xvda); fi
+                b0=$(busy)
                 set -- $(fio_one $dev $(compare_args $w)); kib=$1 bw=$2 iops=$3
+                b1=$(busy)
                 if [ $drv = rs ]; then q1=$(rsstat requests xvdb); n1=$(rsstat notifications xvdb); else q1=$(diskios xvda); fi
                 mark
-                line="BENCH exp=compare driver=$drv persistent=$PERSIST wl=$w rep=$r mbps=$(mbps "$bw") iops=$iops reqs=$(dl "$q0" "$q1") mark0=$m0 mark1=$M"
+                line="BENCH exp=compare driver=$drv persistent=$PERSIST wl=$w rep=$r mbps=$(mbps "$bw") iops=$iops reqs=$(dl "$q0" "$q1") cpu_us_per_req=$(awk -v b="$(dl "$b0" "$b1")" -v q="$(dl "$q0" "$q1")" 'BEGIN { if (q ~ /^[0-9]+$/ && q > 0 && b ~ /^[0-9]+$/) printf "%.1f", b * 10000 / q; else print "NA" }') mark0=$m0 mark1=$M"
                 [ $drv = rs ] && line="$line notifs_per_req=$(awk -v n="$(dl "$n0" "$n1")" -v q="$(dl "$q0" "$q1")" 'BEGIN { if (q ~ /^[0-9]+$/ && q > 0 && n ~ /^[0-9]+$/) printf "%.3f", n / q; else print "NA" }')"
                 echo "$line"
             done
         done
     done
+    sed 's/^/STATS xvdb: /' /sys/kernel/debug/xen_blkfront_rs-xvdb/stats
     echo vbd-51728 > /sys/bus/xen/drivers/xen_blkfront_rs/unbind
     unload xen_blkfront_rs || not_ok "rmmod xen_blkfront_rs"
     echo vbd-51712 > /sys/bus/xen/drivers/vbd/unbind

@@ -226,20 +226,11 @@ impl xenbus::Driver for Blkfront {
 
 /// The backend's and our own xenstore directory, read once per step.
 fn read_snapshots(dev: &Device) -> Result<(Snapshot, Snapshot), Reported> {
-    let backend = Snapshot::read(dev.otherend(), BACKEND_KEYS).or_fatal(
-        dev,
-        fmt!(
-            "reading {}",
-            dev.otherend().to_str().unwrap_or("the backend")
-        ),
-    )?;
-    let own = Snapshot::read(dev.nodename(), FRONTEND_KEYS).or_fatal(
-        dev,
-        fmt!(
-            "reading {}",
-            dev.nodename().to_str().unwrap_or("our directory")
-        ),
-    )?;
+    let read = |dir: &CStr, keys| {
+        Snapshot::read(dir, keys).or_fatal(dev, fmt!("reading {}", dir.to_str().unwrap_or("?")))
+    };
+    let backend = read(dev.otherend(), BACKEND_KEYS)?;
+    let own = read(dev.nodename(), FRONTEND_KEYS)?;
     Ok((backend, own))
 }
 

@@ -193,6 +193,9 @@ mark() {
 # user nice system irq softirq; not steal, the time Xen ran something
 # else), to compare the drivers' cost per request.
 busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
+# Interrupts the domU took from the blkif event channels (both drivers name
+# theirs "blkif"; only one does I/O at a time): backend responses notified.
+blkif_irqs() { awk '/ blkif$/ { for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) s += $i } END { print s + 0 }' /proc/interrupts; }
 compare_args() { # workload -> "RW BS fio-args"
     case $1 in
         rr4k) echo "randread 4k --ioengine=libaio --iodepth=32 --size=256M" ;;
@@ -201,7 +204,7 @@ compare_args() { # workload -> "RW BS fio-args"
     esac
 }
 exp_compare() {
-    local w r drv dev kib bw iops q0 q1 n0 n1 m0 b0 b1 order line
+    local w r drv dev kib bw iops q0 q1 n0 n1 m0 b0 b1 i0 i1 order line
     insmod /lib/modules/xen-blkfront.ko max_indirect_segments=$SEGS || { not_ok "insmod xen-blkfront"; return; }
     wait_disk xvda && wait_disk xvdb || { not_ok "C: xvda and xvdb appear"; return; }
     echo vbd-51728 > /sys/bus/xen/drivers/vbd/unbind
@@ -226,12 +229,12 @@ exp_compare() {
                 dev=xvda; [ $drv = rs ] && dev=xvdb
                 m0=$M
                 if [ $drv = rs ]; then q0=$(rsstat requests xvdb); n0=$(rsstat notifications xvdb); else q0=$(diskios xvda); fi
-                b0=$(busy)
+                b0=$(busy); i0=$(blkif_irqs)
                 set -- $(fio_one $dev $(compare_args $w)); kib=$1 bw=$2 iops=$3
-                b1=$(busy)
+                b1=$(busy); i1=$(blkif_irqs)
                 if [ $drv = rs ]; then q1=$(rsstat requests xvdb); n1=$(rsstat notifications xvdb); else q1=$(diskios xvda); fi
                 mark
-                line="BENCH exp=compare driver=$drv persistent=$PERSIST wl=$w rep=$r mbps=$(mbps "$bw") iops=$iops reqs=$(dl "$q0" "$q1") cpu_us_per_req=$(awk -v b="$(dl "$b0" "$b1")" -v q="$(dl "$q0" "$q1")" 'BEGIN { if (q ~ /^[0-9]+$/ && q > 0 && b ~ /^[0-9]+$/) printf "%.1f", b * 10000 / q; else print "NA" }') mark0=$m0 mark1=$M"
+                line="BENCH exp=compare driver=$drv persistent=$PERSIST wl=$w rep=$r mbps=$(mbps "$bw") iops=$iops reqs=$(dl "$q0" "$q1") cpu_us_per_req=$(awk -v b="$(dl "$b0" "$b1")" -v q="$(dl "$q0" "$q1")" 'BEGIN { if (q ~ /^[0-9]+$/ && q > 0 && b ~ /^[0-9]+$/) printf "%.1f", b * 10000 / q; else print "NA" }') irqs_per_req=$(awk -v n="$(dl "$i0" "$i1")" -v q="$(dl "$q0" "$q1")" 'BEGIN { if (q ~ /^[0-9]+$/ && q > 0 && n ~ /^[0-9]+$/) printf "%.3f", n / q; else print "NA" }') mark0=$m0 mark1=$M"
                 [ $drv = rs ] && line="$line notifs_per_req=$(awk -v n="$(dl "$n0" "$n1")" -v q="$(dl "$q0" "$q1")" 'BEGIN { if (q ~ /^[0-9]+$/ && q > 0 && n ~ /^[0-9]+$/) printf "%.3f", n / q; else print "NA" }')"
                 echo "$line"
             done

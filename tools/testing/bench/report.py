@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 METRICS = ("mbps", "iops", "reqs_per_mib", "blk_reqs_per_mib", "copied_per_mib", "notifs_per_req",
-           "reqs", "dom0_notifs_per_req", "cpu_us_per_req")
+           "reqs", "dom0_notifs_per_req", "cpu_us_per_req", "irqs_per_req")
 LINE = re.compile(r"(BENCH(?:-INFO)?) (exp=\S+(?: \S+=\S*)*)")
 # dom0's answer to a guest's mark (tools/testing/xen/blkif-irqs).
 DOM0 = re.compile(r"BENCH-DOM0 mark=(\d+) irqs=(\d+)")
@@ -290,17 +290,18 @@ if "compare" in cfg["exps"]:
                 p[drv] = (point(w, "mbps", label=lab, reps=cfg["compare_reps"]), point(w, metric, label=lab, reps=cfg["compare_reps"]),
                           point(w, "dom0_notifs_per_req", label=lab, reps=cfg["compare_reps"]),
                           point(w, "notifs_per_req", drv == "rs", lab, reps=cfg["compare_reps"]),
-                          point(w, "cpu_us_per_req", label=lab, reps=cfg["compare_reps"]))
-                csvrows.append([pers, wl, drv, metric] + mmm(p[drv][1]) + [f(p[drv][0], 2), f(p[drv][2], 3), f(p[drv][3], 3) if drv == "rs" else "", f(p[drv][4], 1)])
+                          point(w, "cpu_us_per_req", label=lab, reps=cfg["compare_reps"]),
+                          point(w, "irqs_per_req", label=lab, reps=cfg["compare_reps"]))
+                csvrows.append([pers, wl, drv, metric] + mmm(p[drv][1]) + [f(p[drv][0], 2), f(p[drv][2], 3), f(p[drv][3], 3) if drv == "rs" else "", f(p[drv][4], 1), f(p[drv][5], 3)])
             nd = 0 if metric == "iops" else 1
             rows.append([pers, title, metric, rng(p["c"][1], nd), rng(p["rs"][1], nd), ratio(p["rs"][1], p["c"][1]),
-                         f(p["c"][2], 3), f(p["rs"][2], 3), f(p["rs"][3], 3), f(p["c"][4], 1), f(p["rs"][4], 1)])
+                         f(p["c"][2], 3), f(p["rs"][2], 3), f(p["rs"][3], 3), f(p["c"][4], 1), f(p["rs"][4], 1), f(p["c"][5], 3), f(p["rs"][5], 3)])
             if p["c"][1] and p["rs"][1] and p["c"][1][1]:
                 c, r, b = p["c"][1], p["rs"][1], p["c"][1][1]
                 dat += f"\"p{pers} {title}\" {c[1] / b} {c[0] / b} {c[2] / b} {r[1] / b} {r[0] / b} {r[2] / b}\n"
     table(f"Xen C vs ours: one boot, one dom0 disk (xvda C, xvdb ours), repetitions alternating (C first, then ours first); median [min-max] of {cfg['compare_reps']}; backend notifications per ring request counted in dom0; domU CPU time per request",
-          ["feature_persistent", "workload", "unit", "C", "ours", "ours/C", "C dom0 notif/req", "ours dom0 notif/req", "ours own notif/req", "C CPU us/req", "ours CPU us/req"], rows)
-    csv("compare", ["feature_persistent", "workload", "driver", "unit", "n", "min", "median", "max", "mbps_median", "dom0_notifs_per_req_median", "own_notifs_per_req_median", "cpu_us_per_req_median"], csvrows)
+          ["feature_persistent", "workload", "unit", "C", "ours", "ours/C", "C dom0 notif/req", "ours dom0 notif/req", "ours own notif/req", "C CPU us/req", "ours CPU us/req", "C domU irq/req", "ours domU irq/req"], rows)
+    csv("compare", ["feature_persistent", "workload", "driver", "unit", "n", "min", "median", "max", "mbps_median", "dom0_notifs_per_req_median", "own_notifs_per_req_median", "cpu_us_per_req_median", "domu_irqs_per_req_median"], csvrows)
     gnuplot("compare", "set title 'Xen: ours relative to C xen-blkfront (median, min-max bars)'\nset style data histogram\n"
             "set style histogram errorbars gap 1 lw 1\nset style fill solid 0.6 border -1\nset xtics rotate by -30\nset ylabel 'relative to C (C median = 1)'\nset yrange [0:*]\n"
             "plot 'DAT' using 2:3:4:xtic(1) title 'C xen-blkfront', '' using 5:6:7 title 'ours'\n", dat)

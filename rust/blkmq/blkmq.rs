@@ -710,6 +710,10 @@ fn apply_limits(lim: &mut bindings::queue_limits, l: &QueueLimits) {
     lim.max_hw_sectors = l.max_hw_sectors;
     lim.max_segments = u16::try_from(l.max_segments).unwrap_or(u16::MAX);
     lim.max_segment_size = l.max_segment_size;
+    if l.seg_boundary_mask != 0 {
+        lim.seg_boundary_mask = kernel::ffi::c_ulong::try_from(l.seg_boundary_mask)
+            .unwrap_or(kernel::ffi::c_ulong::MAX);
+    }
     lim.discard_granularity = l.discard_granularity;
     lim.discard_alignment = l.discard_alignment;
     lim.max_hw_discard_sectors = l.max_discard_sectors;

@@ -39,6 +39,10 @@ pub struct QueueLimits {
     pub max_segments: u32,
     /// Largest segment (bytes), >= 4096.
     pub max_segment_size: u32,
+    /// A segment never crosses a multiple of `seg_boundary_mask + 1` bytes
+    /// (`seg_boundary_mask + 1` a power of two >= 4096 and >=
+    /// `max_segment_size`); 0 = no constraint (the block layer's default).
+    pub seg_boundary_mask: u64,
     /// Discard granularity (bytes): 0 without discard, else a multiple of
     /// the logical block and >= `physical_block_size`.
     pub discard_granularity: u32,
@@ -85,6 +89,10 @@ impl QueueLimits {
         if self.max_segment_size < old.max_segment_size {
             return Err("max_segment_size shrank");
         }
+        let boundary = |m: u64| if m == 0 { u64::MAX } else { m };
+        if boundary(self.seg_boundary_mask) < boundary(old.seg_boundary_mask) {
+            return Err("seg_boundary_mask narrowed");
+        }
         Ok(())
     }
 
@@ -122,6 +130,18 @@ impl QueueLimits {
         }
         if self.max_segment_size < XEN_PAGE_SIZE {
             return Err("max_segment_size below 4096");
+        }
+        if self.seg_boundary_mask != 0 {
+            let span = self.seg_boundary_mask.checked_add(1);
+            if !span.is_some_and(|s| {
+                s.is_power_of_two()
+                    && s >= u64::from(XEN_PAGE_SIZE)
+                    && s >= u64::from(self.max_segment_size)
+            }) {
+                return Err(
+                    "seg_boundary_mask + 1 not a power of two >= 4096 and >= max_segment_size",
+                );
+            }
         }
         if self.max_discard_sectors == 0 {
             if self.discard_granularity != 0 || self.discard_alignment != 0 {
@@ -197,6 +217,9 @@ pub fn xen_limits(n: &Negotiated) -> QueueLimits {
         max_hw_sectors,
         max_segments: segments,
         max_segment_size: XEN_PAGE_SIZE,
+        // One segment, one granted frame: never across a page (upstream
+        // sets the same).
+        seg_boundary_mask: u64::from(XEN_PAGE_SIZE) - 1,
         discard_granularity,
         discard_alignment,
         max_discard_sectors,
@@ -346,6 +369,8 @@ pub fn virtio_limits(
         max_hw_sectors: round_down(u32::MAX, lbs_sectors),
         max_segments: seg_max,
         max_segment_size,
+        // virtio_blk sets none either.
+        seg_boundary_mask: 0,
         discard_granularity,
         discard_alignment: 0,
         max_discard_sectors,

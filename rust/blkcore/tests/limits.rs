@@ -40,6 +40,7 @@ fn xen_blkback_limits() {
             max_hw_sectors: 32 * 8,
             max_segments: 32,
             max_segment_size: 4096,
+            seg_boundary_mask: 4095,
             discard_granularity: 4096,
             discard_alignment: 0,
             max_discard_sectors: u32::MAX,
@@ -135,6 +136,7 @@ fn virtio_qemu_limits() {
             max_hw_sectors: u32::MAX,
             max_segments: 254,
             max_segment_size: 65536,
+            seg_boundary_mask: 0,
             discard_granularity: 4096,
             discard_alignment: 0,
             max_discard_sectors: 4_194_303,
@@ -486,4 +488,31 @@ proptest! {
         prop_assert_eq!(la.admits_requests_of(&la), Ok(()));
         prop_assert_eq!(la.admits_requests_of(&lb).is_ok(), la.max_segments >= lb.max_segments);
     }
+}
+
+/// Xen segments are single frames: the mask keeps the block layer from
+/// merging across a page; a mask that is not a power-of-two span, or
+/// narrower than a segment, is rejected.
+#[test]
+fn seg_boundary_mask_rules() {
+    let pairs = [("sectors", "8"), ("info", "0"), ("sector-size", "512")];
+    let x = xen_limits(&neg(&pairs, &FrontendParams::default()));
+    assert_eq!(x.seg_boundary_mask, 4095);
+    assert_eq!(x.check_invariants(), Ok(()));
+    for bad in [4094u64, 2047, 0x1_0000 + 4095] {
+        let l = QueueLimits {
+            seg_boundary_mask: bad,
+            ..x
+        };
+        assert!(l.check_invariants().is_err(), "mask {bad:#x} accepted");
+    }
+    let wide = QueueLimits {
+        seg_boundary_mask: 0,
+        ..x
+    };
+    assert_eq!(
+        x.admits_requests_of(&wide),
+        Err("seg_boundary_mask narrowed")
+    );
+    assert_eq!(wide.admits_requests_of(&x), Ok(()));
 }

@@ -773,6 +773,50 @@ pub struct AppliedLimits {
     pub write_cache: bool,
 }
 
+/// A block device major number registered for a driver
+/// (`register_blkdev`), so that `/proc/devices` names it and disks can use
+/// fixed numbers under it ([`GenDisk::set_numbers`]).
+///
+/// # Invariants
+///
+/// `major` is registered under `name` until `self` is dropped.
+pub struct BlockMajor {
+    major: u32,
+    name: &'static CStr,
+}
+
+impl BlockMajor {
+    /// Registers `major` (0: a free one) under `name`; `EBUSY` if another
+    /// driver holds it.
+    pub fn register(major: u32, name: &'static CStr) -> Result<Self> {
+        // SAFETY: `name` is NUL-terminated and static (the block layer
+        // keeps a copy).
+        let r = unsafe { bindings::__register_blkdev(major, name.as_char_ptr(), None) };
+        if r < 0 {
+            return Err(Error::from_errno(r));
+        }
+        let major = if major == 0 {
+            u32::try_from(r).map_err(|_| code::EINVAL)?
+        } else {
+            major
+        };
+        // INVARIANT: registered just above.
+        Ok(Self { major, name })
+    }
+
+    /// The major number.
+    pub fn major(&self) -> u32 {
+        self.major
+    }
+}
+
+impl Drop for BlockMajor {
+    fn drop(&mut self) {
+        // SAFETY: by the type invariant `major` is registered as `name`.
+        unsafe { bindings::unregister_blkdev(self.major, self.name.as_char_ptr()) };
+    }
+}
+
 /// A disk on a [`TagSet`].
 ///
 /// # Invariants
@@ -864,6 +908,25 @@ impl<T: Operations> GenDisk<T> {
                 serial.len(),
             )
         }
+    }
+
+    /// Fixed device numbers (`major`:`first_minor`, `minors` of them for
+    /// the disk and its partitions) instead of dynamic ones; before
+    /// [`GenDisk::add`]. The caller owns `major` ([`BlockMajor`]) and keeps
+    /// the minors unique.
+    pub fn set_numbers(&mut self, major: u32, first_minor: u32, minors: u32) -> Result {
+        if self.added || minors == 0 {
+            return Err(code::EINVAL);
+        }
+        let conv = |v: u32| kernel::ffi::c_int::try_from(v).map_err(|_| code::EINVAL);
+        let (ma, fi, mi) = (conv(major)?, conv(first_minor)?, conv(minors)?);
+        // SAFETY: the disk is not yet added: exclusive access.
+        unsafe {
+            (*self.raw()).major = ma;
+            (*self.raw()).first_minor = fi;
+            (*self.raw()).minors = mi;
+        }
+        Ok(())
     }
 
     /// Make the disk visible, as a child of `parent`.

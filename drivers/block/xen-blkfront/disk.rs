@@ -3,6 +3,12 @@
 //! The block side: blk-mq operations over the rings (through
 //! `rust/blkmq`), the gendisk, and the disk name from `virtual-device`.
 
+use core::sync::atomic::{
+    AtomicBool,
+    AtomicU64,
+    Ordering, //
+};
+
 use kernel::{
     prelude::*,
     str::CString,
@@ -224,12 +230,90 @@ pub(crate) struct Disk {
     gd: GenDisk<BlkOps>,
     _stats: Option<Pin<KBox<kernel::debugfs::File<StatsView>>>>,
     _dir: kernel::debugfs::Dir,
+    /// Released after the disk (fields drop in order).
+    _minors: Option<Minors>,
+}
+
+/// Upstream's `XENVBD_MAJOR`: disks are `202:<minor>` like the C driver's
+/// when this module holds the major (see `xen_blkfront.rs`).
+pub(crate) const XENVBD_MAJOR: u32 = 202;
+
+/// Whether this module registered [`XENVBD_MAJOR`] (not while the C
+/// xen-blkfront holds it: our disks then get dynamic numbers).
+pub(crate) static HAVE_XENVBD_MAJOR: AtomicBool = AtomicBool::new(false);
+
+/// Minors under [`XENVBD_MAJOR`] we hand out with fixed numbers: those of
+/// every non-extended `virtual-device` (xvd*, and sd*/hd* translated).
+/// Beyond it (extended ids) disks get dynamic numbers.
+const FIXED_MINORS: u32 = 4096;
+
+/// Minors in use (`xlbd_reserve_minors` upstream): two vbds that
+/// translate to the same minor must not both take it.
+static MINORS_IN_USE: [AtomicU64; (FIXED_MINORS / 64) as usize] =
+    [const { AtomicU64::new(0) }; (FIXED_MINORS / 64) as usize];
+
+/// A reserved range of minors, released on drop.
+pub(crate) struct Minors {
+    first: u32,
+    count: u32,
+}
+
+impl Minors {
+    /// Reserves `count` minors from `first`; they must lie in one 64-minor
+    /// word (true for upstream's ranges: 16 aligned to 16, or 1).
+    pub(crate) fn reserve(first: u32, count: u32) -> Result<Self> {
+        let (word, mask) = Self::word_mask(first, count).ok_or(EINVAL)?;
+        let prev = word.fetch_or(mask, Ordering::AcqRel);
+        if prev & mask != 0 {
+            // Give back only the bits this call set.
+            word.fetch_and(!(mask & !prev), Ordering::AcqRel);
+            return Err(EBUSY);
+        }
+        Ok(Self { first, count })
+    }
+
+    fn word_mask(first: u32, count: u32) -> Option<(&'static AtomicU64, u64)> {
+        let bit = first % 64;
+        if count == 0 || count > 64 - bit || first.checked_add(count)? > FIXED_MINORS {
+            return None;
+        }
+        let mask = if count == 64 {
+            u64::MAX
+        } else {
+            ((1u64 << count) - 1) << bit
+        };
+        Some((MINORS_IN_USE.get((first / 64) as usize)?, mask))
+    }
+}
+
+impl Drop for Minors {
+    fn drop(&mut self) {
+        if let Some((word, mask)) = Self::word_mask(self.first, self.count) {
+            word.fetch_and(!mask, Ordering::AcqRel);
+        }
+    }
+}
+
+/// First minor and number of minors upstream gives the disk of `vdevice`
+/// under [`XENVBD_MAJOR`] (`xlvbd_alloc_gendisk`): a whole disk gets its
+/// partitions' minors too, a vbd that names a partition gets one.
+pub(crate) fn xvd_minors(vdevice: u32) -> Option<(u32, u32)> {
+    let (minor, nr_parts) = if vdevice & (1 << EXT_SHIFT) == 0 {
+        (translate_vdev(vdevice)?.0, PARTS_PER_DISK)
+    } else if vdevice >> EXT_SHIFT == 1 {
+        (vdevice & !(1 << EXT_SHIFT), PARTS_PER_EXT_DISK)
+    } else {
+        return None;
+    };
+    let count = if minor % nr_parts == 0 { nr_parts } else { 1 };
+    (minor.checked_add(count)? <= FIXED_MINORS && count <= 64).then_some((minor, count))
 }
 
 impl Disk {
     /// Allocates the tag set and disk over `rings` with `limits`.
     pub(crate) fn new(
         _dev: &Device,
+        vdevice: u32,
         name: &DiskName,
         n: &Negotiated,
         limits: &QueueLimits,
@@ -247,7 +331,30 @@ impl Disk {
             TagSet::new(nr, depth, limits.max_segments, queues),
             GFP_KERNEL,
         )?;
-        let gd = GenDisk::new(tagset, limits, fmt!("{}", name.as_str()), n.sectors)?;
+        let mut gd = GenDisk::new(tagset, limits, fmt!("{}", name.as_str()), n.sectors)?;
+        // Upstream's numbers when we hold the major and the minors are
+        // free; dynamic ones otherwise (the name is the same either way).
+        let minors = match xvd_minors(vdevice) {
+            Some((first, count)) if HAVE_XENVBD_MAJOR.load(Ordering::Acquire) => {
+                match Minors::reserve(first, count) {
+                    Ok(m) => {
+                        gd.set_numbers(XENVBD_MAJOR, first, count)?;
+                        Some(m)
+                    }
+                    Err(_) => {
+                        pr_warn!(
+                            "{}: minors {}..{} of major {} in use: dynamic device numbers\n",
+                            name.as_str(),
+                            first,
+                            first + count,
+                            XENVBD_MAJOR
+                        );
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
         let dname = CString::try_from_fmt(fmt!("xen_blkfront_rs-{}", name.as_str()))?;
         let dir = kernel::debugfs::Dir::new(&dname);
         let mut srings = KVec::with_capacity(rings.len(), GFP_KERNEL)?;
@@ -264,6 +371,7 @@ impl Disk {
             gd,
             _stats: stats,
             _dir: dir,
+            _minors: minors,
         })
     }
 

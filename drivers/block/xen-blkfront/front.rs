@@ -492,7 +492,7 @@ impl Info {
             disk.resubmit();
             return Ok(());
         }
-        let mut disk = crate::disk::Disk::new(dev, &name, &n, &limits, &conn.rings)
+        let mut disk = crate::disk::Disk::new(dev, self.vdevice, &name, &n, &limits, &conn.rings)
             .or_fatal(dev, fmt!("creating disk {}", name.as_str()))?;
         let flush = match n.flush {
             Some(FlushKind::Barrier) => "barrier: enabled;",

@@ -8,6 +8,8 @@
 //! `unsafe` is in `rust/xen` (xenbus, grants, rings, event channels) and
 //! `rust/blkmq` (block layer).
 
+use core::sync::atomic::Ordering;
+
 use kernel::prelude::*;
 
 #[path = "../../../rust/blkcore/src/tree.rs"]
@@ -93,8 +95,11 @@ pub(crate) fn persistent_param() -> bool {
 
 #[pin_data]
 struct XenBlkfront {
+    /// Dropped first: every disk is gone before the major is released.
     #[pin]
     reg: xen::xenbus::Registration<front::Blkfront>,
+    /// `202 xvd` in /proc/devices, as upstream registers it.
+    _major: Option<blkmq::BlockMajor>,
 }
 
 impl kernel::InPlaceModule for XenBlkfront {
@@ -112,8 +117,24 @@ impl kernel::InPlaceModule for XenBlkfront {
                 pr_info!("xen_blkfront_rs: not a Xen guest with PV disks\n");
                 return Err(ENODEV);
             }
+            // Before the xenbus driver: probing starts at its registration.
+            let major = match blkmq::BlockMajor::register(disk::XENVBD_MAJOR, c"xvd") {
+                Ok(m) => {
+                    disk::HAVE_XENVBD_MAJOR.store(true, Ordering::Release);
+                    Some(m)
+                }
+                Err(e) => {
+                    pr_info!(
+                        "xen_blkfront_rs: major {} (xvd) is taken ({:?}; xen-blkfront loaded?): disks get dynamic device numbers\n",
+                        disk::XENVBD_MAJOR,
+                        e
+                    );
+                    None
+                }
+            };
             Ok(try_pin_init!(Self {
                 reg <- xen::xenbus::Registration::new(),
+                _major: major,
             }))
         })
     }
@@ -136,7 +157,11 @@ mod tests {
         },
         xenstore::Reason,
     };
-    use super::disk::disk_name;
+    use super::disk::{
+        disk_name,
+        xvd_minors,
+        Minors, //
+    };
     use super::ring::test_hooks::TestIo;
     use super::store::{
         handle_from_nodename,
@@ -171,6 +196,28 @@ mod tests {
     ) -> Result<core::result::Result<Negotiated, Reason>> {
         let s = Snapshot::from_pairs(pairs)?;
         Ok(negotiate(&s, &FrontendParams::default()).map_err(|e| e.reason))
+    }
+
+    /// Device numbers under major 202 like `xlvbd_alloc_gendisk`, and a
+    /// minor range can be held once.
+    #[test]
+    fn xvd_minors_and_reservation() -> Result {
+        assert_eq!(xvd_minors(51712), Some((0, 16))); // xvda
+        assert_eq!(xvd_minors(51728), Some((16, 16))); // xvdb
+        assert_eq!(xvd_minors(51713), Some((1, 1))); // xvda1 as a disk
+        assert_eq!(xvd_minors(0x800), Some((0, 16))); // sda
+        assert_eq!(xvd_minors((1 << 28) | 256), None); // extended: dynamic
+        assert_eq!(xvd_minors(2 << 28), None);
+        // The top of the fixed range, unused by the test guests' disks.
+        let a = Minors::reserve(4064, 16)?;
+        assert_eq!(Minors::reserve(4064, 16).err(), Some(EBUSY));
+        assert_eq!(Minors::reserve(4070, 1).err(), Some(EBUSY));
+        let b = Minors::reserve(4080, 16)?;
+        drop(a);
+        let c = Minors::reserve(4070, 1)?;
+        assert_eq!(Minors::reserve(4090, 16).err(), Some(EINVAL)); // past the range
+        drop((b, c));
+        Ok(())
     }
 
     #[test]

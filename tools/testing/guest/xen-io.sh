@@ -22,6 +22,13 @@ case "$line" in
 *) not_ok "dmesg line in upstream form with io_min/io_opt" ;;
 esac
 expect_eq "logical_block_size" "$(q $D logical_block_size)" 512
+# Upstream's device numbers (major 202 "xvd") unless the C driver holds it.
+if [ -d /sys/module/xen_blkfront ]; then
+    check "dynamic device numbers while xen-blkfront holds major 202" [ "$(cut -d: -f1 /sys/block/$D/dev)" != 202 ]
+else
+    expect_eq "device numbers like upstream" "$(cat /sys/block/$D/dev)" "202:0"
+    check "/proc/devices names major 202 xvd" grep -q "^202 xvd$" /proc/devices
+fi
 [ -n "$XEN_EXPECT_PHYS" ] && expect_eq "physical_block_size" "$(q $D physical_block_size)" "$XEN_EXPECT_PHYS"
 [ -n "$XEN_EXPECT_MIN_IO" ] && expect_eq "minimum_io_size" "$(q $D minimum_io_size)" "$XEN_EXPECT_MIN_IO"
 [ -n "$XEN_EXPECT_OPT_IO" ] && expect_eq "optimal_io_size" "$(q $D optimal_io_size)" "$XEN_EXPECT_OPT_IO"

@@ -744,35 +744,6 @@ fn apply_limits(lim: &mut bindings::queue_limits, l: &QueueLimits) {
     lim.features = f;
 }
 
-/// The limits the block layer actually applied to a disk (read back).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AppliedLimits {
-    /// `logical_block_size`.
-    pub logical_block_size: u32,
-    /// `physical_block_size`.
-    pub physical_block_size: u32,
-    /// `alignment_offset`.
-    pub alignment_offset: u32,
-    /// `io_min`.
-    pub io_min: u32,
-    /// `io_opt`.
-    pub io_opt: u32,
-    /// `max_hw_sectors`.
-    pub max_hw_sectors: u32,
-    /// `max_segments`.
-    pub max_segments: u32,
-    /// `max_segment_size`.
-    pub max_segment_size: u32,
-    /// `max_hw_discard_sectors`.
-    pub max_discard_sectors: u32,
-    /// `max_write_zeroes_sectors`.
-    pub max_write_zeroes_sectors: u32,
-    /// `BLK_FEAT_ROTATIONAL`.
-    pub rotational: bool,
-    /// `BLK_FEAT_WRITE_CACHE`.
-    pub write_cache: bool,
-}
-
 /// A block device major number registered for a driver
 /// (`register_blkdev`), so that `/proc/devices` names it and disks can use
 /// fixed numbers under it ([`GenDisk::set_numbers`]).
@@ -966,12 +937,17 @@ impl<T: Operations> GenDisk<T> {
         unsafe { bindings::set_capacity_and_notify(self.raw(), sectors) }
     }
 
-    /// The limits in force, as the block layer validated them.
-    pub fn applied_limits(&self) -> AppliedLimits {
+    /// The limits in force, as the block layer validated them, read back
+    /// into the same type the driver asked with (`rotational` is always
+    /// `Some`).
+    pub fn applied_limits(&self) -> QueueLimits {
         // SAFETY: the disk and its queue are valid; a racy read of plain
         // integers is acceptable for reporting.
         let l = unsafe { &(*(*self.raw()).queue).limits };
-        AppliedLimits {
+        // SAFETY: the disk is valid.
+        let read_only = unsafe { shim::blkfront_rs_blkmq_get_disk_ro(self.raw().cast()) };
+        let feature = |bit: u32| l.features & bit != 0;
+        QueueLimits {
             logical_block_size: l.logical_block_size,
             physical_block_size: l.physical_block_size,
             alignment_offset: l.alignment_offset,
@@ -980,10 +956,17 @@ impl<T: Operations> GenDisk<T> {
             max_hw_sectors: l.max_hw_sectors,
             max_segments: u32::from(l.max_segments),
             max_segment_size: l.max_segment_size,
+            seg_boundary_mask: u64::try_from(l.seg_boundary_mask).unwrap_or(u64::MAX),
+            discard_granularity: l.discard_granularity,
+            discard_alignment: l.discard_alignment,
             max_discard_sectors: l.max_hw_discard_sectors,
+            max_discard_segments: u32::from(l.max_discard_segments),
+            max_secure_erase_sectors: l.max_secure_erase_sectors,
             max_write_zeroes_sectors: l.max_write_zeroes_sectors,
-            rotational: l.features & shim::BLKFRONT_RS_BLK_FEAT_ROTATIONAL != 0,
-            write_cache: l.features & shim::BLKFRONT_RS_BLK_FEAT_WRITE_CACHE != 0,
+            rotational: Some(feature(shim::BLKFRONT_RS_BLK_FEAT_ROTATIONAL)),
+            read_only,
+            write_cache: feature(shim::BLKFRONT_RS_BLK_FEAT_WRITE_CACHE),
+            fua: feature(shim::BLKFRONT_RS_BLK_FEAT_FUA),
         }
     }
 

@@ -82,6 +82,11 @@ void blkfront_rs_blkmq_put_disk(struct gendisk *disk, bool added)
 		kfree(p);
 }
 
+bool blkfront_rs_blkmq_get_disk_ro(struct gendisk *disk)
+{
+	return get_disk_ro(disk);
+}
+
 void blkfront_rs_blkmq_set_geometry(struct gendisk *disk, u16 cylinders,
 				    u8 heads, u8 sectors)
 {

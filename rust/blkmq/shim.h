@@ -48,6 +48,8 @@ struct gendisk *blkfront_rs_blkmq_alloc_disk(struct blk_mq_tag_set *set,
  */
 void blkfront_rs_blkmq_put_disk(struct gendisk *disk, bool added);
 /* CHS geometry reported by HDIO_GETGEO; without it, sd-like defaults. */
+/* get_disk_ro() is a static inline. */
+bool blkfront_rs_blkmq_get_disk_ro(struct gendisk *disk);
 void blkfront_rs_blkmq_set_geometry(struct gendisk *disk, u16 cylinders,
 				    u8 heads, u8 sectors);
 /* Serial shown in /sys/block/<disk>/serial (hidden while empty); set before add. */

@@ -639,7 +639,7 @@ impl virtio::Driver for VirtioBlk {
             a.max_segment_size,
             a.max_discard_sectors,
             a.max_write_zeroes_sectors,
-            a.rotational,
+            a.rotational.unwrap_or(false),
             a.write_cache
         );
         Ok(())
@@ -790,7 +790,7 @@ mod tests {
         assert_eq!(a.max_segments, 254);
         assert_eq!(a.max_write_zeroes_sectors, 65536);
         assert!(a.max_discard_sectors > 0);
-        assert!(!a.rotational);
+        assert_eq!(a.rotational, Some(false));
         assert!(a.write_cache);
         Ok(())
     }

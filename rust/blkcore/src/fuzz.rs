@@ -395,9 +395,9 @@ max-ring-page-order=4\nmulti-queue-max-queues=4";
     }
 
     #[test]
-    fn fixed_buf_truncates_without_failing() {
+    fn fixed_buf_truncates_without_failing() -> Result<(), Violation> {
         let long = "x".repeat(400);
-        let buf = formatted(&long).unwrap();
+        let buf = formatted(&long)?;
         assert_eq!(buf.len, 400);
         assert!(starts_with(&buf, "xxx"));
         assert!(!starts_with(&buf, "y"));
@@ -405,6 +405,7 @@ max-ring-page-order=4\nmulti-queue-max-queues=4";
             std::format!("{}", Violation("boom")),
             "invariant violated: boom"
         );
+        Ok(())
     }
 
     proptest! {

@@ -298,13 +298,7 @@ impl Drop for Minors {
 /// under [`XENVBD_MAJOR`] (`xlvbd_alloc_gendisk`): a whole disk gets its
 /// partitions' minors too, a vbd that names a partition gets one.
 pub(crate) fn xvd_minors(vdevice: u32) -> Option<(u32, u32)> {
-    let (minor, nr_parts) = if vdevice & (1 << EXT_SHIFT) == 0 {
-        (translate_vdev(vdevice)?.0, PARTS_PER_DISK)
-    } else if vdevice >> EXT_SHIFT == 1 {
-        (vdevice & !(1 << EXT_SHIFT), PARTS_PER_EXT_DISK)
-    } else {
-        return None;
-    };
+    let (minor, _, nr_parts) = vdev_layout(vdevice)?;
     let count = if minor % nr_parts == 0 { nr_parts } else { 1 };
     (minor.checked_add(count)? <= FIXED_MINORS && count <= 64).then_some((minor, count))
 }
@@ -453,19 +447,27 @@ fn translate_vdev(vdevice: u32) -> Option<(u32, u32)> {
     })
 }
 
+/// (minor, disk index, minors per disk) of `vdevice`, as
+/// `xlvbd_alloc_gendisk` derives them for normal and extended ids; `None`
+/// for ids upstream rejects.
+fn vdev_layout(vdevice: u32) -> Option<(u32, u32, u32)> {
+    match vdevice >> EXT_SHIFT {
+        0 => {
+            let (minor, offset) = translate_vdev(vdevice)?;
+            Some((minor, offset, PARTS_PER_DISK))
+        }
+        1 => {
+            let minor = vdevice & !(1 << EXT_SHIFT);
+            Some((minor, minor / PARTS_PER_EXT_DISK, PARTS_PER_EXT_DISK))
+        }
+        _ => None,
+    }
+}
+
 /// The name upstream xen-blkfront gives the disk of `vdevice`
 /// (`xlvbd_alloc_gendisk` + `encode_disk_name`).
 pub(crate) fn disk_name(vdevice: u32) -> Result<DiskName> {
-    if vdevice >> EXT_SHIFT > 1 {
-        return Err(ENODEV);
-    }
-    let (minor, offset, nr_parts) = if vdevice & (1 << EXT_SHIFT) == 0 {
-        let (m, o) = translate_vdev(vdevice).ok_or(ENODEV)?;
-        (m, o, PARTS_PER_DISK)
-    } else {
-        let m = vdevice & !(1 << EXT_SHIFT);
-        (m, m / PARTS_PER_EXT_DISK, PARTS_PER_EXT_DISK)
-    };
+    let (minor, offset, nr_parts) = vdev_layout(vdevice).ok_or(ENODEV)?;
     let mut name = DiskName {
         buf: [0; 32],
         len: 0,

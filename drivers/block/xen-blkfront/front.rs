@@ -197,13 +197,7 @@ impl xenbus::Driver for Blkfront {
     /// stays; the new backend's InitWait then runs `talk_to_blkback`.
     fn resume(_dev: &Device, info: ArcBorrow<'_, Info>) -> Result {
         let mut conn = info.conn.lock();
-        if conn.disk.is_none() {
-            free_rings(&mut conn);
-            conn.phase = Phase::Disconnected;
-            return Ok(());
-        }
-        let n = requeue_in_flight(&mut conn);
-        conn.phase = Phase::Disconnected;
+        let n = release_backend(&mut conn);
         if let Some(disk) = &conn.disk {
             pr_info!(
                 "blkfront: {}: resuming: {} requests in flight will be resubmitted\n",
@@ -255,10 +249,18 @@ fn negotiate_rings(dev: &Device, conn: &Conn) -> Result<neg::RingLayout, Reporte
     neg::negotiate_rings(&backend, &params(dev, &own, conn)?).or_fatal(dev, fmt!("ring limits"))
 }
 
-/// Takes every ring's data path down and puts the requests that were in
-/// flight on the disk's requeue list; they are dispatched again when the
-/// next backend connects ([`crate::disk::Disk::resubmit`]).
-fn requeue_in_flight(conn: &mut Conn) -> usize {
+/// Lets go of the current backend before talking to a (new) one. Without a
+/// disk the rings go. With one they stay (their number is the disk's
+/// hardware queues): each takes its data path down and the requests that
+/// were in flight go on the disk's requeue list, dispatched again when the
+/// next backend connects ([`crate::disk::Disk::resubmit`]). Returns how
+/// many were requeued.
+fn release_backend(conn: &mut Conn) -> usize {
+    conn.phase = Phase::Disconnected;
+    if conn.disk.is_none() {
+        free_rings(conn);
+        return 0;
+    }
     let mut n = 0;
     for h in conn.rings.iter_mut() {
         for rq in h.suspend() {
@@ -302,12 +304,7 @@ impl Info {
     /// (`blkfront_resume` upstream).
     fn talk_to_blkback(&self, dev: &Device) -> Result<(), Reported> {
         let mut conn = self.conn.lock();
-        if conn.disk.is_some() {
-            requeue_in_flight(&mut conn);
-        } else {
-            free_rings(&mut conn);
-        }
-        conn.phase = Phase::Disconnected;
+        release_backend(&mut conn);
         let r = self.setup_rings(dev, &mut conn);
         if r.is_err() {
             abandon(&mut conn);

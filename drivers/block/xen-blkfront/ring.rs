@@ -41,7 +41,14 @@ use crate::blkcore::{
         XEN_PAGE_SIZE, //
     },
     grants::{
-        GrantError, GrantHandle, GrantMode, GrantOps, GrantPool, GrantRef, GrantStats, PoolEntry,
+        GrantError,
+        GrantHandle,
+        GrantMode,
+        GrantOps,
+        GrantPool,
+        GrantRef,
+        GrantStats,
+        PoolEntry, //
     },
     mapping::{
         encode_direct,
@@ -323,9 +330,7 @@ impl RingHandle {
     /// Allocates the shared ring (`nr_pages` pages) and event channel of
     /// ring `index` and binds the channel to the ring's handler.
     pub(crate) fn new(dev: &Device, index: u32, nr_pages: u32) -> Result<Self> {
-        let mut pages = SharedPages::new(dev, nr_pages)?;
-        let mut front = FrontRing::new(nr_pages).map_err(|_| EINVAL)?;
-        front.init_shared(&mut pages);
+        let (pages, front) = new_shared_ring(dev, nr_pages)?;
         let ring = Arc::pin_init(
             pin_init!(Ring {
                 index,
@@ -341,13 +346,18 @@ impl RingHandle {
             }),
             GFP_KERNEL,
         )?;
-        let evt = EventChannel::alloc(dev)?;
-        let irq = evt.bind(c"blkif", ring.clone())?;
-        ring.state.lock().notifier = irq.notifier();
-        Ok(Self {
-            irq: Some(irq),
-            ring,
-        })
+        let mut h = Self { irq: None, ring };
+        h.bind_irq(dev)?;
+        Ok(h)
+    }
+
+    /// A new event channel bound to the ring's handler; the ring notifies
+    /// through it.
+    fn bind_irq(&mut self, dev: &Device) -> Result {
+        let irq = EventChannel::alloc(dev)?.bind(c"blkif", self.ring.clone())?;
+        self.ring.state.lock().notifier = irq.notifier();
+        self.irq = Some(irq);
+        Ok(())
     }
 
     /// Writes `ring-ref`/`ring-ref%u` and `event-channel` under `dir`.
@@ -402,9 +412,7 @@ impl RingHandle {
     /// channel, for a new backend; publish them with
     /// [`RingHandle::publish`].
     pub(crate) fn reconnect(&mut self, dev: &Device, nr_pages: u32) -> Result {
-        let mut pages = SharedPages::new(dev, nr_pages)?;
-        let mut front = FrontRing::new(nr_pages).map_err(|_| EINVAL)?;
-        front.init_shared(&mut pages);
+        let (pages, front) = new_shared_ring(dev, nr_pages)?;
         let old_pages = {
             let mut st = self.ring.state.lock();
             st.front = front;
@@ -415,12 +423,16 @@ impl RingHandle {
         };
         // Ends the old ring grants and frees the pages, outside the lock.
         drop(old_pages);
-        let evt = EventChannel::alloc(dev)?;
-        let irq = evt.bind(c"blkif", self.ring.clone())?;
-        self.ring.state.lock().notifier = irq.notifier();
-        self.irq = Some(irq);
-        Ok(())
+        self.bind_irq(dev)
     }
+}
+
+/// `nr_pages` granted shared pages with an empty front ring on them.
+fn new_shared_ring(dev: &Device, nr_pages: u32) -> Result<(SharedPages, FrontRing)> {
+    let mut pages = SharedPages::new(dev, nr_pages)?;
+    let mut front = FrontRing::new(nr_pages).map_err(|_| EINVAL)?;
+    front.init_shared(&mut pages);
+    Ok((pages, front))
 }
 
 impl Ring {

@@ -52,6 +52,10 @@ per_mib() { # COUNT KIB
     awk -v c="$1" -v k="$2" 'BEGIN { if (c == "NA" || k == "NA" || k == 0) print "NA"; else printf "%.3f", c * 1024 / k }'
 }
 dl() { awk -v a="$1" -v b="$2" 'BEGIN { if (a ~ /^[0-9]+$/ && b ~ /^[0-9]+$/) print b - a; else print "NA" }'; }
+per_req() { # COUNT REQUESTS [SCALE [DECIMALS]]: COUNT * SCALE / REQUESTS, or NA
+    awk -v n="$1" -v q="$2" -v k="${3:-1}" -v d="${4:-3}" \
+        'BEGIN { if (q ~ /^[0-9]+$/ && q > 0 && n ~ /^[0-9]+$/) printf "%." d "f", n * k / q; else print "NA" }'
+}
 diskios() { awk '{ print $1 + $5 }' "/sys/block/$1/stat" 2>/dev/null || echo NA; }
 
 # ---------------------------------------------------------------- Xen ----
@@ -103,7 +107,7 @@ xen_point() {
         set -- $(fio_one $D "$rw" "$bs" $fargs); kib=$1 bw=$2 iops=$3
         i1=$(diskios $D); r1=$(rsstat requests); c1=$(rsstat bytes_copied); n1=$(rsstat notifications)
         if [ "$drv" = rs ]; then
-            extra="reqs_per_mib=$(per_mib "$(dl "$r0" "$r1")" "$kib") copied_per_mib=$(per_mib "$(dl "$c0" "$c1")" "$kib") notifs_per_req=$(awk -v n="$(dl "$n0" "$n1")" -v q="$(dl "$r0" "$r1")" 'BEGIN { if (q ~ /^[0-9]+$/ && q > 0 && n ~ /^[0-9]+$/) printf "%.3f", n / q; else print "NA" }') blk_reqs_per_mib=$(per_mib "$(dl "$i0" "$i1")" "$kib")"
+            extra="reqs_per_mib=$(per_mib "$(dl "$r0" "$r1")" "$kib") copied_per_mib=$(per_mib "$(dl "$c0" "$c1")" "$kib") notifs_per_req=$(per_req "$(dl "$n0" "$n1")" "$(dl "$r0" "$r1")") blk_reqs_per_mib=$(per_mib "$(dl "$i0" "$i1")" "$kib")"
         else
             extra="reqs_per_mib=$(per_mib "$(dl "$i0" "$i1")" "$kib")"
         fi
@@ -204,7 +208,7 @@ compare_args() { # workload -> "RW BS fio-args"
     esac
 }
 exp_compare() {
-    local w r drv dev kib bw iops q0 q1 n0 n1 m0 b0 b1 i0 i1 order line
+    local w r drv dev kib bw iops q q0 q1 n0 n1 m0 b0 b1 i0 i1 order line
     insmod /lib/modules/xen-blkfront.ko max_indirect_segments=$SEGS || { not_ok "insmod xen-blkfront"; return; }
     wait_disk xvda && wait_disk xvdb || { not_ok "C: xvda and xvdb appear"; return; }
     echo vbd-51728 > /sys/bus/xen/drivers/vbd/unbind
@@ -234,8 +238,9 @@ exp_compare() {
                 b1=$(busy); i1=$(blkif_irqs)
                 if [ $drv = rs ]; then q1=$(rsstat requests xvdb); n1=$(rsstat notifications xvdb); else q1=$(diskios xvda); fi
                 mark
-                line="BENCH exp=compare driver=$drv persistent=$PERSIST wl=$w rep=$r mbps=$(mbps "$bw") iops=$iops reqs=$(dl "$q0" "$q1") cpu_us_per_req=$(awk -v b="$(dl "$b0" "$b1")" -v q="$(dl "$q0" "$q1")" 'BEGIN { if (q ~ /^[0-9]+$/ && q > 0 && b ~ /^[0-9]+$/) printf "%.1f", b * 10000 / q; else print "NA" }') irqs_per_req=$(awk -v n="$(dl "$i0" "$i1")" -v q="$(dl "$q0" "$q1")" 'BEGIN { if (q ~ /^[0-9]+$/ && q > 0 && n ~ /^[0-9]+$/) printf "%.3f", n / q; else print "NA" }') mark0=$m0 mark1=$M"
-                [ $drv = rs ] && line="$line notifs_per_req=$(awk -v n="$(dl "$n0" "$n1")" -v q="$(dl "$q0" "$q1")" 'BEGIN { if (q ~ /^[0-9]+$/ && q > 0 && n ~ /^[0-9]+$/) printf "%.3f", n / q; else print "NA" }')"
+                q=$(dl "$q0" "$q1")
+                line="BENCH exp=compare driver=$drv persistent=$PERSIST wl=$w rep=$r mbps=$(mbps "$bw") iops=$iops reqs=$q cpu_us_per_req=$(per_req "$(dl "$b0" "$b1")" "$q" 10000 1) irqs_per_req=$(per_req "$(dl "$i0" "$i1")" "$q") mark0=$m0 mark1=$M"
+                [ $drv = rs ] && line="$line notifs_per_req=$(per_req "$(dl "$n0" "$n1")" "$q")"
                 echo "$line"
             done
         done
@@ -282,7 +287,7 @@ exp_virtio() {
                     line=$(dmesg | grep 'removed:.*requests.*notifications' | tail -1)
                     req=$(echo "$line" | sed -n 's/.*removed: \([0-9]*\) requests, \([0-9]*\) notifications.*/\1/p')
                     nt=$(echo "$line" | sed -n 's/.*removed: \([0-9]*\) requests, \([0-9]*\) notifications.*/\2/p')
-                    npr=" notifs_per_req=$(awk -v n="$nt" -v q="$req" 'BEGIN { if (q ~ /^[0-9]+$/ && q > 0 && n ~ /^[0-9]+$/) printf "%.3f", n / q; else print "NA" }')"
+                    npr=" notifs_per_req=$(per_req "$nt" "$req")"
                 fi
                 echo "BENCH exp=virtio driver=$drv wl=$w rep=$r mbps=$(mbps "$bw") iops=$iops$npr"
             done

@@ -21,6 +21,14 @@ ktap() { # suite
         not_ok "KUnit results for suite $1 present in debugfs"
     fi
 }
+# roundtrip NAME DEV BS COUNT SEEK: COUNT blocks of BS random bytes written
+# at block SEEK of /dev/DEV with O_DIRECT, read back; passes if equal.
+roundtrip() {
+    dd if=/dev/urandom of=/tmp/p bs="$3" count="$4" 2>/dev/null
+    dd if=/tmp/p of="/dev/$2" bs="$3" seek="$5" oflag=direct 2>/dev/null
+    dd if="/dev/$2" of=/tmp/b bs="$3" skip="$5" count="$4" iflag=direct 2>/dev/null
+    check "$1" cmp -s /tmp/p /tmp/b
+}
 # q DEV ATTR: a queue limit from sysfs.
 q() { cat "/sys/block/$1/queue/$2"; }
 # Prints the lsblk -t style line for a disk from sysfs (busybox has no lsblk).

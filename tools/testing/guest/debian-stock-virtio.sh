@@ -59,15 +59,9 @@ echo "LIMITS vda: write_cache=$(q vda write_cache) discard_max_hw_bytes=$(q vda 
 
 # Data: O_DIRECT pattern write and read back, both disks, plus a 4k-granular one on vdb.
 for d in vda vdb; do
-    dd if=/dev/urandom of=/tmp/p bs=1M count=8 2>/dev/null
-    dd if=/tmp/p of=/dev/$d bs=1M seek=3 oflag=direct 2>/dev/null
-    dd if=/dev/$d of=/tmp/b bs=1M skip=3 count=8 iflag=direct 2>/dev/null
-    check "$d: 8 MiB O_DIRECT pattern write/read back identical" cmp -s /tmp/p /tmp/b
+    roundtrip "$d: 8 MiB O_DIRECT pattern write/read back identical" $d 1M 8 3
 done
-dd if=/dev/urandom of=/tmp/p bs=4k count=64 2>/dev/null
-dd if=/tmp/p of=/dev/vdb bs=4k seek=7 oflag=direct 2>/dev/null
-dd if=/dev/vdb of=/tmp/b bs=4k skip=7 count=64 iflag=direct 2>/dev/null
-check "vdb: 4k O_DIRECT at an odd 4k offset read back identical" cmp -s /tmp/p /tmp/b
+roundtrip "vdb: 4k O_DIRECT at an odd 4k offset read back identical" vdb 4k 64 7
 check "vda: buffered write + fsync (flush)" sh -c 'dd if=/tmp/p of=/dev/vda bs=4k seek=900 conv=fsync 2>/dev/null'
 
 check "rmmod virtio_blk_rs" unload virtio_blk_rs

@@ -37,10 +37,7 @@ expect_eq "optimal_io_size (published by the hotplug script)" "$(q $D optimal_io
 [ -s /tmp/c-pbs ] && expect_eq "physical_block_size same as Debian's xen-blkfront" "$(q $D physical_block_size)" "$(cat /tmp/c-pbs)"
 
 for bs in 4k 1M; do
-    dd if=/dev/urandom of=/tmp/p bs=$bs count=8 2>/dev/null
-    dd if=/tmp/p of=/dev/$D bs=$bs seek=5 oflag=direct 2>/dev/null
-    dd if=/dev/$D of=/tmp/b bs=$bs skip=5 count=8 iflag=direct 2>/dev/null
-    check "$D: O_DIRECT pattern write/read back identical (bs=$bs)" cmp -s /tmp/p /tmp/b
+    roundtrip "$D: O_DIRECT pattern write/read back identical (bs=$bs)" $D $bs 8 5
 done
 check "$D: buffered write + fsync (flush)" sh -c "dd if=/tmp/p of=/dev/$D bs=1M seek=40 conv=fsync 2>/dev/null"
 check "vbd bound to xen_blkfront_rs" sh -c 'ls /sys/bus/xen/drivers/xen_blkfront_rs/ | grep -q vbd-'

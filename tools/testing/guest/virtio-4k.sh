@@ -7,10 +7,7 @@ topology_line vda
 expect_eq "vda logical_block_size" "$(q vda logical_block_size)" 4096
 expect_eq "vda size in 512-byte sectors" "$(cat /sys/block/vda/size)" 262144
 check "capacity line in 4096-byte blocks" sh -c "dmesg | grep -q '\[vda\] 32768 4096-byte logical blocks (134 MB/128 MiB)'"
-dd if=/dev/urandom of=/tmp/p bs=4k count=256 2>/dev/null
-dd if=/tmp/p of=/dev/vda bs=4k seek=7 oflag=direct 2>/dev/null
-dd if=/dev/vda of=/tmp/b bs=4k skip=7 count=256 iflag=direct 2>/dev/null
-check "4k-aligned O_DIRECT data round trip" cmp -s /tmp/p /tmp/b
+roundtrip "4k-aligned O_DIRECT data round trip" vda 4k 256 7
 check "rmmod virtio_blk_rs" rmmod virtio_blk_rs
 check "no warnings/oopses" sh -c "! dmesg | grep -E 'WARNING:|BUG:|Oops'"
 finish

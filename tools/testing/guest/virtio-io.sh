@@ -145,10 +145,7 @@ echo "GEOMETRY vda (HDIO_GETGEO): $geo"
 
 # Data: dd with O_DIRECT, 4 MiB at 1 MiB offset, both disks.
 for d in vda vdb; do
-    dd if=/dev/urandom of=/tmp/p bs=1M count=4 2>/dev/null
-    dd if=/tmp/p of=/dev/$d bs=1M seek=1 oflag=direct 2>/dev/null
-    dd if=/dev/$d of=/tmp/b bs=1M skip=1 count=4 iflag=direct 2>/dev/null
-    check "$d: 4 MiB O_DIRECT write/read back identical" cmp -s /tmp/p /tmp/b
+    roundtrip "$d: 4 MiB O_DIRECT write/read back identical" $d 1M 4 1
 done
 # Buffered path + flush (fsync on the block device sends REQ_OP_FLUSH).
 dd if=/dev/urandom of=/tmp/p bs=64k count=16 2>/dev/null
@@ -224,10 +221,7 @@ check "vda back after reload" [ -b /dev/vda ]
 expect_eq "vda hardware queues with num_request_queues=1" "$(ls /sys/block/vda/mq | wc -l)" 1
 expect_eq "vda nr_requests with queue_depth=64" "$(q vda nr_requests)" 64
 expect_eq "vda rotational with rotational=0" "$(q vda rotational)" 0
-dd if=/dev/urandom of=/tmp/p bs=64k count=16 2>/dev/null
-dd if=/tmp/p of=/dev/vda bs=64k seek=300 oflag=direct 2>/dev/null
-dd if=/dev/vda of=/tmp/b bs=64k skip=300 count=16 iflag=direct 2>/dev/null
-check "vda: data round trip with 1 queue" cmp -s /tmp/p /tmp/b
+roundtrip "vda: data round trip with 1 queue" vda 64k 16 300
 check "rmmod again" rmmod virtio_blk_rs
 
 # Leaks (coarse; virtio-kmemleak.sh is the precise check): each probe

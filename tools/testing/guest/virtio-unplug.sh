@@ -19,10 +19,7 @@ i=0
 while kill -0 $writer 2>/dev/null && [ $i -lt 30 ]; do sleep 1; i=$((i + 1)); done
 check "writer on the removed disk terminated" sh -c "! kill -0 $writer 2>/dev/null"
 dmesg | grep -E 'vdb|virtio1' | tail -5
-dd if=/dev/urandom of=/tmp/p bs=64k count=16 2>/dev/null
-dd if=/tmp/p of=/dev/vda bs=64k seek=10 oflag=direct 2>/dev/null
-dd if=/dev/vda of=/tmp/b bs=64k skip=10 count=16 iflag=direct 2>/dev/null
-check "vda still works" cmp -s /tmp/p /tmp/b
+roundtrip "vda still works" vda 64k 16 10
 check "rmmod virtio_blk_rs" rmmod virtio_blk_rs
 check "no warnings/oopses" sh -c "! dmesg | grep -E 'WARNING:|BUG:|Oops|general protection'"
 finish

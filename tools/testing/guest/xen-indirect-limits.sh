@@ -14,10 +14,7 @@ for segs in 11 256; do
     expect_eq "max_indirect_segments=$segs: max_segments" "$(q $D max_segments)" $segs
     expect_eq "max_indirect_segments=$segs: max_hw_sectors_kb" "$(q $D max_hw_sectors_kb)" $((segs * 4))
     dmesg | grep "blkfront: $D:" | tail -1
-    dd if=/dev/urandom of=/tmp/p bs=1M count=4 2>/dev/null
-    dd if=/tmp/p of=/dev/$D bs=1M seek=8 oflag=direct 2>/dev/null
-    dd if=/dev/$D of=/tmp/b bs=1M skip=8 count=4 iflag=direct 2>/dev/null
-    check "max_indirect_segments=$segs: 4 MiB of 1 MiB writes read back" cmp -s /tmp/p /tmp/b
+    roundtrip "max_indirect_segments=$segs: 4 MiB of 1 MiB writes read back" $D 1M 4 8
     # Largest requests from user buffers that are 512-aligned, not page
     # aligned: every 4 KiB of data straddles two pages, so each request
     # uses more frames than whole pages. (A segment that crosses a page

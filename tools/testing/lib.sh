@@ -130,4 +130,5 @@ PY
     ) > /dev/null 2>&1 &
     echo $!
 }
-stop_monitor_relay() { kill "$1" 2>/dev/null || true; pkill -P "$1" 2>/dev/null || true; }
+# Children first: once the subshell is gone they belong to init.
+stop_monitor_relay() { pkill -P "$1" 2>/dev/null || true; kill "$1" 2>/dev/null || true; }

@@ -69,6 +69,10 @@ for b in sfdisk mkfs.ext4 dumpe2fs; do
     while IFS= read -r p; do files+=("$p"); done < <(binary_with_libs "$bp")
 done
 [ -f /etc/mke2fs.conf ] && files+=("/etc/mke2fs.conf:/etc/mke2fs.conf")
+# DOMU_EXTRA_BINS: more host binaries (with their libraries), e.g. perf.
+for b in ${DOMU_EXTRA_BINS:-}; do
+    while IFS= read -r p; do files+=("$p"); done < <(binary_with_libs "$b")
+done
 mkdir -p "$work/payload"
 make_initramfs "$work/payload/domU.cpio.gz" "${files[@]}"
 cp "${DOMU_KERNEL:-$KDIR/arch/x86/boot/bzImage}" "$work/payload/domU-bzImage"

@@ -2,7 +2,9 @@
 # the settings below and passes the result to virtio-guest.sh / xen-guest.sh
 # as the guest's /test.sh:
 #   EXPS     experiments to run here: indirect persist align virtio, or
-#            compare alone (needs xen-guest.sh -2: xvda and xvdb on one disk)
+#            compare or profile alone (need xen-guest.sh -2: xvda and xvdb
+#            on one disk; profile also perf in the guest)
+#   PWL      profile workload (one of CWL)
 #   CWL      compare workloads: rr4k seqread seqwrite
 #   REPS     repetitions per point          RT  fio runtime per rep (s)
 #   SEGS     max_indirect_segments (both)   BSS persist block sizes
@@ -207,23 +209,35 @@ compare_args() { # workload -> "RW BS fio-args"
         seqwrite) echo "write 1M --ioengine=libaio --iodepth=4 --size=256M" ;;
     esac
 }
-exp_compare() {
-    local w r drv dev kib bw iops q q0 q1 n0 n1 m0 b0 b1 i0 i1 order line
-    insmod /lib/modules/xen-blkfront.ko max_indirect_segments=$SEGS || { not_ok "insmod xen-blkfront"; return; }
-    wait_disk xvda && wait_disk xvdb || { not_ok "C: xvda and xvdb appear"; return; }
+# both_drivers_up EXP: C on xvda, ours on xvdb, 256 MiB of data written.
+both_drivers_up() {
+    local drv dev
+    insmod /lib/modules/xen-blkfront.ko max_indirect_segments=$SEGS || { not_ok "insmod xen-blkfront"; return 1; }
+    wait_disk xvda && wait_disk xvdb || { not_ok "C: xvda and xvdb appear"; return 1; }
     echo vbd-51728 > /sys/bus/xen/drivers/vbd/unbind
-    wait_disk xvdb absent || { not_ok "C lets xvdb go"; return; }
-    insmod /lib/modules/xen_blkfront_rs.ko max_indirect_segments=$SEGS || { not_ok "insmod xen_blkfront_rs"; return; }
-    wait_disk xvdb || { not_ok "ours: xvdb appears"; dmesg | tail -15 | sed 's/^/DMESG: /'; return; }
+    wait_disk xvdb absent || { not_ok "C lets xvdb go"; return 1; }
+    insmod /lib/modules/xen_blkfront_rs.ko max_indirect_segments=$SEGS || { not_ok "insmod xen_blkfront_rs"; return 1; }
+    wait_disk xvdb || { not_ok "ours: xvdb appears"; dmesg | tail -15 | sed 's/^/DMESG: /'; return 1; }
     for i in $(seq 1 20); do [ -r /sys/kernel/debug/xen_blkfront_rs-xvdb/stats ] && break; sleep 0.25; done
     ok "C on xvda, ours on xvdb, one backing disk"
     for drv in c rs; do
         dev=xvda; [ $drv = rs ] && dev=xvdb
-        echo "BENCH-INFO exp=compare driver=$drv persistent=$PERSIST segs=$SEGS max_segments=$(q $dev max_segments) max_hw_kb=$(q $dev max_hw_sectors_kb) connect=$(dmesg | grep -o "$dev: flush.*\|$dev: barrier.*" | tail -1 | tr ' ;' '_,')"
+        echo "BENCH-INFO exp=$1 driver=$drv persistent=$PERSIST segs=$SEGS max_segments=$(q $dev max_segments) max_hw_kb=$(q $dev max_hw_sectors_kb) connect=$(dmesg | grep -o "$dev: flush.*\|$dev: barrier.*" | tail -1 | tr ' ;' '_,')"
     done
     # Data in the region first: reads then come from the same written blocks.
     dd if=/dev/urandom of=/tmp/r bs=1M count=1 2>/dev/null
     for i in $(seq 1 256); do cat /tmp/r; done | dd of=/dev/xvda bs=1M oflag=direct 2>/dev/null
+}
+both_drivers_down() {
+    sed 's/^/STATS xvdb: /' /sys/kernel/debug/xen_blkfront_rs-xvdb/stats
+    echo vbd-51728 > /sys/bus/xen/drivers/xen_blkfront_rs/unbind
+    unload xen_blkfront_rs || not_ok "rmmod xen_blkfront_rs"
+    echo vbd-51712 > /sys/bus/xen/drivers/vbd/unbind
+    unload xen_blkfront || not_ok "rmmod xen_blkfront"
+}
+exp_compare() {
+    local w r drv dev kib bw iops q q0 q1 n0 n1 m0 b0 b1 i0 i1 order line
+    both_drivers_up compare || return
     mark
     for w in $CWL; do
         for r in $(seq 1 "$REPS"); do
@@ -245,11 +259,55 @@ exp_compare() {
             done
         done
     done
-    sed 's/^/STATS xvdb: /' /sys/kernel/debug/xen_blkfront_rs-xvdb/stats
-    echo vbd-51728 > /sys/bus/xen/drivers/xen_blkfront_rs/unbind
-    unload xen_blkfront_rs || not_ok "rmmod xen_blkfront_rs"
-    echo vbd-51712 > /sys/bus/xen/drivers/vbd/unbind
-    unload xen_blkfront || not_ok "rmmod xen_blkfront"
+    both_drivers_down
+}
+
+# ------------------------------------------------------------- profile ----
+# Where each driver's domU CPU time goes under one compare workload ($PWL):
+# perf (cpu-clock sampling at 1999 Hz, all CPUs, call chains) while fio runs
+# on xvda (C), then on xvdb (ours), twice. Samples of the idle loop (the
+# blocked hypercall within three frames of default_idle) are dropped;
+# interrupts taken while idle are kept. Prints per run "PROFILE-RUN drv KIB BW IOPS reqs=N
+# busy_samples=S" and the top leaves "PROFILE drv samples leaf<caller<caller";
+# needs perf in the guest (xen-guest.sh DOMU_EXTRA_BINS=/usr/bin/perf).
+profile_fold() { # drv: perf script (comm,ip,sym,dso) on stdin -> PROFILE lines
+    awk -v d="$1" '
+        function flush() {
+            if (n == 0) return
+            for (i = 1; i <= 3 && i <= n; i++) if (f[i] ~ /^(default_idle|xen_safe_halt|pv_native_safe_halt)$/) idle = 1
+            if (!idle) {
+                busy++; k = f[1]; for (i = 2; i <= 6 && i <= n; i++) k = k "<" f[i]; c[k]++; leaf[f[1]]++
+                if (drv) indrv++
+            }
+            n = 0; idle = 0; drv = 0
+        }
+        /^[^ \t]/ { flush(); next }
+        /^[ \t]*$/ { flush(); next }
+        { s = $2; sub(/\+0x.*/, "", s); f[++n] = s; if ($NF ~ /^\(\[xen_blkfront(_rs)?\]\)$/) drv = 1 }
+        END {
+            flush()
+            print "PROFILE-BUSY " d " " busy + 0 " in_driver_module=" indrv + 0
+            for (k in leaf) print "PROFILE-LEAF " d " " leaf[k] " " k
+            for (k in c) print "PROFILE " d " " c[k] " " k
+        }' | sort -k3,3nr | awk '$1 == "PROFILE-BUSY" || ($1 == "PROFILE-LEAF" && nl++ < 25) || ($1 == "PROFILE" && np++ < 25)'
+}
+exp_profile() {
+    local drv dev q0 q1 w=${PWL:-seqread}
+    command -v perf > /dev/null || { not_ok "perf in the guest"; return; }
+    both_drivers_up profile || return
+    for drv in c rs c rs; do
+        dev=xvda; [ $drv = rs ] && dev=xvdb
+        q0=$(diskios $dev)
+        fio_one $dev $(compare_args $w) > /tmp/fio.out &
+        sleep 1
+        perf record -q -g -a -e cpu-clock -F 1999 -o /tmp/perf.data -- sleep $((RT - 2)) 2>/tmp/perf.err ||
+            { not_ok "perf record $drv: $(head -c 200 /tmp/perf.err)"; wait; continue; }
+        wait
+        q1=$(diskios $dev)
+        echo "PROFILE-RUN $drv $(cat /tmp/fio.out) reqs=$(dl "$q0" "$q1") (whole fio run; samples: $((RT - 2)) s of it)"
+        perf script -i /tmp/perf.data -F comm,ip,sym,dso 2>/dev/null | profile_fold $drv
+    done
+    both_drivers_down
 }
 
 # ------------------------------------------------------------- virtio ----
@@ -295,7 +353,7 @@ exp_virtio() {
     done
 }
 
-if [ "$EXPS" = virtio ] || [ "$EXPS" = compare ]; then
+if [ "$EXPS" = virtio ] || [ "$EXPS" = compare ] || [ "$EXPS" = profile ]; then
     exp_$EXPS
 else
     xen_driver c

@@ -124,6 +124,17 @@ def point(want, metric, required=True, label="", reps=None):
     return s
 
 
+def paired(want_a, want_b, metric):
+    """min/med/max/n of A/B per repetition: the two runs of a repetition are
+    adjacent in time, so slow drift of the host cancels out of each ratio."""
+    def by_rep(want):
+        return {r.get("rep"): num(r.get(metric)) for ident, rs in groups.items()
+                if all(dict(ident).get(k) == v for k, v in want.items()) for r in rs}
+    a, b = by_rep(want_a), by_rep(want_b)
+    vals = [a[k] / b[k] for k in a if a[k] and b.get(k)]
+    return (min(vals), statistics.median(vals), max(vals), len(vals)) if vals else None
+
+
 def f(s, nd=1):
     return "-" if s is None else f"{s[1]:.{nd}f}"
 
@@ -294,14 +305,17 @@ if "compare" in cfg["exps"]:
                           point(w, "irqs_per_req", label=lab, reps=cfg["compare_reps"]))
                 csvrows.append([pers, wl, drv, metric] + mmm(p[drv][1]) + [f(p[drv][0], 2), f(p[drv][2], 3), f(p[drv][3], 3) if drv == "rs" else "", f(p[drv][4], 1), f(p[drv][5], 3)])
             nd = 0 if metric == "iops" else 1
-            rows.append([pers, title, metric, rng(p["c"][1], nd), rng(p["rs"][1], nd), ratio(p["rs"][1], p["c"][1]),
+            pr = paired({**w, "driver": "rs"}, {**w, "driver": "c"}, metric)
+            csvrows[-2] += [""]
+            csvrows[-1] += [f(pr, 3)]
+            rows.append([pers, title, metric, rng(p["c"][1], nd), rng(p["rs"][1], nd), ratio(p["rs"][1], p["c"][1]), rng(pr, 2),
                          f(p["c"][2], 3), f(p["rs"][2], 3), f(p["rs"][3], 3), f(p["c"][4], 1), f(p["rs"][4], 1), f(p["c"][5], 3), f(p["rs"][5], 3)])
             if p["c"][1] and p["rs"][1] and p["c"][1][1]:
                 c, r, b = p["c"][1], p["rs"][1], p["c"][1][1]
                 dat += f"\"p{pers} {title}\" {c[1] / b} {c[0] / b} {c[2] / b} {r[1] / b} {r[0] / b} {r[2] / b}\n"
-    table(f"Xen C vs ours: one boot, one dom0 disk (xvda C, xvdb ours), repetitions alternating (C first, then ours first); median [min-max] of {cfg['compare_reps']}; backend notifications per ring request counted in dom0; domU CPU time per request",
-          ["feature_persistent", "workload", "unit", "C", "ours", "ours/C", "C dom0 notif/req", "ours dom0 notif/req", "ours own notif/req", "C CPU us/req", "ours CPU us/req", "C domU irq/req", "ours domU irq/req"], rows)
-    csv("compare", ["feature_persistent", "workload", "driver", "unit", "n", "min", "median", "max", "mbps_median", "dom0_notifs_per_req_median", "own_notifs_per_req_median", "cpu_us_per_req_median", "domu_irqs_per_req_median"], csvrows)
+    table(f"Xen C vs ours: one boot, one dom0 disk (xvda C, xvdb ours), repetitions alternating (C first, then ours first); median [min-max] of {cfg['compare_reps']}; ours/C of the medians, and paired: median [min-max] of each repetition's ours/C; backend notifications per ring request counted in dom0; domU CPU time per request",
+          ["feature_persistent", "workload", "unit", "C", "ours", "ours/C", "ours/C paired", "C dom0 notif/req", "ours dom0 notif/req", "ours own notif/req", "C CPU us/req", "ours CPU us/req", "C domU irq/req", "ours domU irq/req"], rows)
+    csv("compare", ["feature_persistent", "workload", "driver", "unit", "n", "min", "median", "max", "mbps_median", "dom0_notifs_per_req_median", "own_notifs_per_req_median", "cpu_us_per_req_median", "domu_irqs_per_req_median", "paired_ratio_median"], csvrows)
     gnuplot("compare", "set title 'Xen: ours relative to C xen-blkfront (median, min-max bars)'\nset style data histogram\n"
             "set style histogram errorbars gap 1 lw 1\nset style fill solid 0.6 border -1\nset xtics rotate by -30\nset ylabel 'relative to C (C median = 1)'\nset yrange [0:*]\n"
             "plot 'DAT' using 2:3:4:xtic(1) title 'C xen-blkfront', '' using 5:6:7 title 'ours'\n", dat)

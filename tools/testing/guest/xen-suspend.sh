@@ -2,10 +2,10 @@
 # by dom0) while our disk is busy. The disk must stay the same block device
 # (no remove/re-add: an fd opened before keeps working), the old backend's
 # grants are all revoked, requests the rings still hold at the suspend are
-# requeued and resubmitted on the new backend (normally none: the freezer
-# lets user-space I/O finish first), nothing fails and every byte written
-# before and across the save reads back. Upstream: blkfront_resume /
-# blkif_recover.
+# requeued and resubmitted on the new backend (an async writer against a
+# throttled backing disk makes sure there are some), nothing fails and
+# every byte written before and across the save reads back. Upstream:
+# blkfront_resume / blkif_recover.
 . /guest/common.sh
 D=xvda
 check "insmod xen_blkfront_rs" insmod /lib/modules/xen_blkfront_rs.ko
@@ -28,9 +28,25 @@ exec 3</dev/$D
     echo 0 > /tmp/dd.rc
 ) &
 writer=$!
-sleep 2
+# Requests in flight at the suspend: dom0's disk is throttled to 8 IOPS and
+# an async writer (libaio, 16 deep) keeps the ring full. The freezer stops
+# fio in io_getevents, not in the block layer, so its requests are still on
+# the ring when the guest suspends: the driver must requeue them and resend
+# them to the new backend. fio then reads every block back (crc32c).
+echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 8 0 0"
+fio --name=inflight --filename=/dev/$D --ioengine=libaio --iodepth=16 --direct=1 \
+    --rw=randwrite --bs=64k --offset=160M --size=16M --verify=crc32c --verify_fatal=1 \
+    --output=/tmp/fio-inflight.out > /dev/null 2>&1 &
+fio_pid=$!
+sleep 3
 echo "DOM0-CMD: sh /run/payload/save-restore"
 for i in $(seq 1 360); do dmesg | grep -q "xen_blkfront_rs.*reconnected" && break; sleep 0.5; done
+echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 0 0 0"
+held=$(dmesg | sed -n 's/.*resuming: \([0-9]*\) requests in flight.*/\1/p' | tail -1)
+check "requests in flight at the suspend are requeued (${held:-none})" [ "${held:-0}" -gt 0 ]
+wait $fio_pid
+expect_eq "fio across save/restore: writes resent, crc32c verify" "$?" 0
+grep -E "err=|verify|bad" /tmp/fio-inflight.out | head -5
 check "driver reports the resume" sh -c "dmesg | grep -q 'xen_blkfront_rs.*resuming'"
 check "driver reconnects to the new backend" sh -c "dmesg | grep -q 'xen_blkfront_rs.*reconnected'"
 # "ring torn down: G grants granted, R revoked" at the suspend.

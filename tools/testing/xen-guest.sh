@@ -4,7 +4,7 @@
 # running a guest check script as its /test.sh.
 #
 #   xen-guest.sh [-p FEATURE_PERSISTENT] [-b PHYS_BLOCK] [-m MIN_IO -o OPT_IO]
-#                [-s DISK_SIZE] [-n NDOMU] [-c VCPUS] [-2] [-t TIMEOUT] [-l LABEL] SCRIPT
+#                [-s DISK_SIZE] [-n NDOMU] [-c VCPUS] [-2] [-P] [-t TIMEOUT] [-l LABEL] SCRIPT
 #
 # -p 0|1   blkback's feature_persistent (default 1)
 # -b N     physical_block_size of dom0's backing disk (default 512)
@@ -14,6 +14,9 @@
 #          lets a frontend negotiate N rings
 # -2       give (the first) domU a second vbd, xvdb, on the same dom0 disk:
 #          two frontends side by side on one backing device (benchmarks)
+# -P       pin dom0's vCPU to physical CPU 0 and every domU vCPU to CPU 1
+#          (benchmarks: otherwise the Xen scheduler sometimes runs dom0 and
+#          the domU on one CPU, halving throughput for a while)
 # -n N     run N PV domUs at once (1..4, default 1), each with its own backing
 #          disk of the same kind and the same SCRIPT (384 MiB each: the
 #          initramfs with fio needs it). With N > 1 every domU gets, in its
@@ -33,13 +36,13 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-persistent=1 phys=512 min_io= opt_io= size=512M timeout=600 label= ndomu=1 vcpus=1 twin=0
-while getopts "p:b:m:o:s:n:c:2t:l:" o; do
+persistent=1 phys=512 min_io= opt_io= size=512M timeout=600 label= ndomu=1 vcpus=1 twin=0 pin=0
+while getopts "p:b:m:o:s:n:c:2Pt:l:" o; do
     case $o in
         p) persistent=$OPTARG ;; b) phys=$OPTARG ;; m) min_io=$OPTARG ;;
         o) opt_io=$OPTARG ;; s) size=$OPTARG ;; t) timeout=$OPTARG ;; l) label=$OPTARG ;;
-        n) ndomu=$OPTARG ;; c) vcpus=$OPTARG ;; 2) twin=1 ;;
-        *) die "usage: $0 [-p 0|1] [-b PHYS] [-m MIN -o OPT] [-s SIZE] [-n NDOMU] [-c VCPUS] [-2] [-t SECS] [-l LABEL] SCRIPT" ;;
+        n) ndomu=$OPTARG ;; c) vcpus=$OPTARG ;; 2) twin=1 ;; P) pin=1 ;;
+        *) die "usage: $0 [-p 0|1] [-b PHYS] [-m MIN -o OPT] [-s SIZE] [-n NDOMU] [-c VCPUS] [-2] [-P] [-t SECS] [-l LABEL] SCRIPT" ;;
     esac
 done
 shift $((OPTIND - 1))
@@ -103,6 +106,7 @@ type="pv"
 name="$name"
 memory=$mem
 vcpus=$vcpus
+$( ((pin)) && echo 'cpus="1"')
 kernel="/run/payload/domU-bzImage"
 ramdisk="/run/payload/domU.cpio.gz"
 extra="console=hvc0 rdinit=/init quiet loglevel=6$extra"
@@ -132,7 +136,7 @@ set +e
 timeout --foreground -k 5 "$timeout" qemu-system-x86_64 -accel tcg -cpu qemu64 -smp 2 -m 3072 \
     -nographic -monitor "unix:$work/monitor.sock,server,nowait" -serial stdio -no-reboot \
     -kernel "$XEN_ELF" \
-    -append "console=com1 com1=115200,8n1 loglvl=all guest_loglvl=all dom0_mem=1024M,max:1024M dom0_max_vcpus=1" \
+    -append "console=com1 com1=115200,8n1 loglvl=all guest_loglvl=all dom0_mem=1024M,max:1024M dom0_max_vcpus=1$( ((pin)) && echo ' dom0_vcpus_pin')" \
     -initrd "$KDIR/arch/x86/boot/bzImage console=hvc0 earlyprintk=xen rdinit=/init quiet loglevel=4,$(dirname "$dom0_img")/dom0-initramfs.cpio.gz" \
     -drive "file=$dom0_img,if=none,id=root,format=raw,snapshot=on" -device virtio-blk-pci,drive=root \
     -drive "file=$work/vbd0.img,if=none,id=vbd,format=raw,cache=unsafe" -device "virtio-blk-pci,drive=vbd,$vbd_opts" \

@@ -13,9 +13,13 @@
 #                          alternating: 4k randread QD32, 1M seq read/write,
 #                          blkback feature_persistent 1 and 0; backend
 #                          notifications per request counted in dom0
+#  6. profile              (only when asked for) where the domU's CPU time
+#                          goes, C and ours, 1M seq read, persistent off:
+#                          perf in the domU (needs the host's perf binary)
 #
 # --exp LIST: only these experiments (comma-separated names above; default
-# all). `seeds.sh --exp compare` is the Xen C-vs-ours benchmark.
+# 1-5). `seeds.sh --exp compare` is the Xen C-vs-ours benchmark. Compare and
+# profile pin dom0 and the domU to their own CPU (xen-guest.sh -P).
 # Prints the tables; writes <exp>.csv, <exp>.png, logs/ and checks.txt into
 # DIR (default $BLKFRONT_CACHE/bench-results). --smoke: one point per
 # experiment, one repetition (a few minutes). Exits non-zero when a guest run
@@ -34,13 +38,13 @@ while (($#)); do
         --out=*) out=${1#--out=} ;;
         --exp) exps=${2:?--exp LIST}; shift ;;
         --exp=*) exps=${1#--exp=} ;;
-        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
         *) die "usage: $0 [--smoke] [--exp LIST] [--out DIR]" ;;
     esac
     shift
 done
 for e in ${exps//,/ }; do
-    [[ $e =~ ^(indirect|persist|align|virtio|compare)$ ]] || die "--exp: unknown experiment '$e'"
+    [[ $e =~ ^(indirect|persist|align|virtio|compare|profile)$ ]] || die "--exp: unknown experiment '$e'"
 done
 want() { [[ ,$exps, == *,$1,* ]]; }
 out=${out:-$CACHE/bench-results}
@@ -70,7 +74,7 @@ else
 fi
 js() { printf '[%s]' "$(echo "$1" | sed 's/[^ ][^ ]*/"&"/g; s/ /,/g')"; }
 # compare: more, longer repetitions (its ratios are the figure to read).
-creps=${BENCH_REPS:-$((smoke ? 1 : 4))} crt=${BENCH_RT:-$((smoke ? 2 : 5))}
+creps=${BENCH_REPS:-$((smoke ? 1 : 6))} crt=${BENCH_RT:-$((smoke ? 2 : 5))}
 cwl="rr4k seqread seqwrite"
 cat > "$out/config.json" <<JSON
 {"smoke": $smoke, "reps": $reps, "runtime": $rt, "exps": $(js "${exps//,/ }"),
@@ -124,9 +128,15 @@ else
         "$(guest_script bench-xen-align "${common[@]}" SEGS=32 "EXPS=align" PERSIST=1)"
 fi
 want compare && for p in $persist; do
-    run bench-xen-compare-p$p "$T/xen-guest.sh" -l bench-xen-compare-p$p -2 -p "$p" -b 512 -t 900 \
+    run bench-xen-compare-p$p "$T/xen-guest.sh" -l bench-xen-compare-p$p -2 -P -p "$p" -b 512 -t 900 \
         "$(guest_script bench-xen-compare-p$p "${common[@]}" "REPS=$creps" "RT=$crt" "CWL='$cwl'" SEGS=32 "EXPS=compare" PERSIST=$p)"
 done
+if want profile; then
+    perf=$(command -v perf) || die "--exp profile: no perf on the host (apt-get install linux-perf)"
+    DOMU_EXTRA_BINS=$perf run bench-xen-profile "$T/xen-guest.sh" -l bench-xen-profile -2 -P -p 0 -b 512 -t 600 \
+        "$(guest_script bench-xen-profile "${common[@]}" "RT=$((crt < 8 ? 8 : crt))" SEGS=32 "EXPS=profile" PERSIST=0 PWL=seqread)"
+    grep -ah '^PROFILE' "$LOGDIR/bench-xen-profile.log" | tr -d '\r' > "$out/profile.txt"
+fi
 want virtio && run bench-virtio "$T/virtio-guest.sh" -l bench-virtio -d 1G -t $((smoke ? 240 : 900)) \
     "$(guest_script bench-virtio "${common[@]}" "EXPS=virtio")"
 

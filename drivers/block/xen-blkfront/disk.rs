@@ -299,7 +299,11 @@ impl Drop for Minors {
 /// partitions' minors too, a vbd that names a partition gets one.
 pub(crate) fn xvd_minors(vdevice: u32) -> Option<(u32, u32)> {
     let (minor, _, nr_parts) = vdev_layout(vdevice)?;
-    let count = if minor % nr_parts == 0 { nr_parts } else { 1 };
+    let count = if minor.checked_rem(nr_parts)? == 0 {
+        nr_parts
+    } else {
+        1
+    };
     (minor.checked_add(count)? <= FIXED_MINORS && count <= 64).then_some((minor, count))
 }
 
@@ -340,7 +344,7 @@ impl Disk {
                             "{}: minors {}..{} of major {} in use: dynamic device numbers\n",
                             name.as_str(),
                             first,
-                            first + count,
+                            first.saturating_add(count),
                             XENVBD_MAJOR
                         );
                         None
@@ -411,7 +415,7 @@ impl DiskName {
     fn push(&mut self, b: u8) -> Result {
         let slot = self.buf.get_mut(self.len).ok_or(EINVAL)?;
         *slot = b;
-        self.len += 1;
+        self.len = self.len.saturating_add(1);
         Ok(())
     }
 }
@@ -481,16 +485,16 @@ pub(crate) fn disk_name(vdevice: u32) -> Result<DiskName> {
     let mut n = offset;
     loop {
         *letters.get_mut(nl).ok_or(EINVAL)? = b'a' + (n % 26) as u8;
-        nl += 1;
+        nl = nl.saturating_add(1);
         if n < 26 {
             break;
         }
-        n = n / 26 - 1;
+        n = (n / 26).saturating_sub(1);
     }
     for i in (0..nl).rev() {
         name.push(*letters.get(i).ok_or(EINVAL)?)?;
     }
-    let part = minor % nr_parts;
+    let part = minor.checked_rem(nr_parts).ok_or(EINVAL)?;
     if part != 0 {
         let mut digits = [0u8; 4];
         let mut nd = 0;

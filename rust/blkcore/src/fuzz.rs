@@ -17,11 +17,8 @@ use core::fmt::{self, Write};
 
 use super::limits::{virtio_limits, xen_limits};
 use super::negotiate::{
-    frontend_trusted, negotiate, read_sectors, FrontendParams, KEY_DISCARD_ALIGNMENT,
-    KEY_DISCARD_GRANULARITY, KEY_DISCARD_SECURE, KEY_FEATURE_BARRIER, KEY_FEATURE_DISCARD,
-    KEY_FEATURE_FLUSH_CACHE, KEY_FEATURE_MAX_INDIRECT_SEGMENTS, KEY_FEATURE_PERSISTENT, KEY_INFO,
-    KEY_MAX_RING_PAGE_ORDER, KEY_MINIMUM_IO_SIZE, KEY_MULTI_QUEUE_MAX_QUEUES, KEY_OPTIMAL_IO_SIZE,
-    KEY_PHYSICAL_SECTOR_SIZE, KEY_SECTORS, KEY_SECTOR_SIZE, KEY_TRUSTED, MAX_INDIRECT_SEGMENTS,
+    frontend_trusted, negotiate, read_sectors, FrontendParams, BACKEND_KEYS, KEY_TRUSTED,
+    MAX_INDIRECT_SEGMENTS,
 };
 use super::virtio::VirtioBlkConfig;
 use super::xenstore::{utf8_or_invalid, SliceValues};
@@ -53,27 +50,24 @@ fn ensure(cond: bool, what: &'static str) -> Result<(), Violation> {
     }
 }
 
-/// Every key [`fuzz_xenstore_values`] can address by index, in index order.
-pub const XEN_KEYS: [&str; 18] = [
-    KEY_MAX_RING_PAGE_ORDER,
-    KEY_MULTI_QUEUE_MAX_QUEUES,
-    KEY_SECTORS,
-    KEY_INFO,
-    KEY_SECTOR_SIZE,
-    KEY_PHYSICAL_SECTOR_SIZE,
-    KEY_FEATURE_BARRIER,
-    KEY_FEATURE_FLUSH_CACHE,
-    KEY_FEATURE_DISCARD,
-    KEY_DISCARD_GRANULARITY,
-    KEY_DISCARD_ALIGNMENT,
-    KEY_DISCARD_SECURE,
-    KEY_FEATURE_PERSISTENT,
-    KEY_FEATURE_MAX_INDIRECT_SEGMENTS,
-    KEY_MINIMUM_IO_SIZE,
-    KEY_OPTIMAL_IO_SIZE,
-    KEY_TRUSTED,
-    "unknown-key",
-];
+/// Keys [`fuzz_xenstore_values`] can address by index besides
+/// [`BACKEND_KEYS`] (indices past those): the frontend's own key and one
+/// nobody reads.
+pub const EXTRA_KEYS: [&str; 2] = [KEY_TRUSTED, "unknown-key"];
+
+/// The key with index `i` (modulo the number of keys): [`BACKEND_KEYS`],
+/// then [`EXTRA_KEYS`].
+pub fn key_by_index(i: usize) -> &'static str {
+    let i = i % (BACKEND_KEYS.len() + EXTRA_KEYS.len());
+    match BACKEND_KEYS.get(i) {
+        Some(k) => k,
+        None => i
+            .checked_sub(BACKEND_KEYS.len())
+            .and_then(|j| EXTRA_KEYS.get(j))
+            .copied()
+            .unwrap_or(""),
+    }
+}
 
 /// Most key/value pairs [`fuzz_xenstore_values`] keeps from one input.
 pub const MAX_PAIRS: usize = 48;
@@ -136,7 +130,7 @@ fn xen_params(data: &[u8]) -> (FrontendParams, &[u8]) {
 /// max_queues u8, max_ring_page_order u8, flags u8: bit 0 persistent,
 /// bit 1 trusted, one spare byte; inputs shorter than that use the
 /// defaults), then lines separated by `\n`, each `key=value`. A key of a
-/// single byte below 0x20 stands for [`XEN_KEYS`]`[byte % 18]`, so random
+/// single byte below 0x20 stands for [`key_by_index`]`(byte)`, so random
 /// inputs reach every key. Values that are not UTF-8 are passed as
 /// [`utf8_or_invalid`] does. At most [`MAX_PAIRS`] pairs are kept.
 ///
@@ -159,10 +153,7 @@ pub fn fuzz_xenstore_values(data: &[u8]) -> Result<Outcome, Violation> {
             None => (line, &[][..]),
         };
         let key = match key {
-            [b] if *b < 0x20 => XEN_KEYS
-                .get(usize::from(*b) % XEN_KEYS.len())
-                .copied()
-                .unwrap_or(""),
+            [b] if *b < 0x20 => key_by_index(usize::from(*b)),
             k => utf8_or_invalid(k),
         };
         *slot = (key, utf8_or_invalid(value));
@@ -194,7 +185,7 @@ pub fn fuzz_xenstore_values(data: &[u8]) -> Result<Outcome, Violation> {
                 "error not a backend key",
             )?;
             ensure(
-                XEN_KEYS.contains(&e.key),
+                BACKEND_KEYS.contains(&e.key),
                 "error names a key negotiation does not read",
             )?;
             return Ok(Outcome::Rejected);

@@ -61,6 +61,26 @@ pub const KEY_OPTIMAL_IO_SIZE: &str = "optimal-io-size";
 /// Frontend (own directory) key: is the backend trusted.
 pub const KEY_TRUSTED: &str = "trusted";
 
+/// Every backend key [`negotiate`] reads (an error names one of these).
+pub const BACKEND_KEYS: [&str; 16] = [
+    KEY_MAX_RING_PAGE_ORDER,
+    KEY_MULTI_QUEUE_MAX_QUEUES,
+    KEY_SECTORS,
+    KEY_INFO,
+    KEY_SECTOR_SIZE,
+    KEY_PHYSICAL_SECTOR_SIZE,
+    KEY_FEATURE_BARRIER,
+    KEY_FEATURE_FLUSH_CACHE,
+    KEY_FEATURE_DISCARD,
+    KEY_DISCARD_GRANULARITY,
+    KEY_DISCARD_ALIGNMENT,
+    KEY_DISCARD_SECURE,
+    KEY_FEATURE_PERSISTENT,
+    KEY_FEATURE_MAX_INDIRECT_SEGMENTS,
+    KEY_MINIMUM_IO_SIZE,
+    KEY_OPTIMAL_IO_SIZE,
+];
+
 /// `info` bit: the disk is a CD-ROM (blkif.h `VDISK_CDROM`).
 pub const VDISK_CDROM: u32 = 0x1;
 /// `info` bit: removable media (blkif.h `VDISK_REMOVABLE`).

@@ -113,25 +113,7 @@ fn mandatory_keys_missing_are_named() {
 
 #[test]
 fn every_key_rejects_junk_naming_it() {
-    let keys = [
-        KEY_MAX_RING_PAGE_ORDER,
-        KEY_MULTI_QUEUE_MAX_QUEUES,
-        KEY_SECTORS,
-        KEY_INFO,
-        KEY_SECTOR_SIZE,
-        KEY_PHYSICAL_SECTOR_SIZE,
-        KEY_FEATURE_BARRIER,
-        KEY_FEATURE_FLUSH_CACHE,
-        KEY_FEATURE_DISCARD,
-        KEY_DISCARD_GRANULARITY,
-        KEY_DISCARD_ALIGNMENT,
-        KEY_DISCARD_SECURE,
-        KEY_FEATURE_PERSISTENT,
-        KEY_FEATURE_MAX_INDIRECT_SEGMENTS,
-        KEY_MINIMUM_IO_SIZE,
-        KEY_OPTIMAL_IO_SIZE,
-    ];
-    for key in keys {
+    for key in BACKEND_KEYS {
         for junk in [
             "",
             "x",

@@ -4,7 +4,7 @@
 #   EXPS     experiments to run here: indirect persist align virtio, or
 #            compare or profile alone (need xen-guest.sh -2: xvda and xvdb
 #            on one disk; profile also perf in the guest)
-#   PWL      profile workload (one of CWL)
+#   PWL      profile workloads (of CWL)
 #   CWL      compare workloads: rr4k seqread seqwrite
 #   REPS     repetitions per point          RT  fio runtime per rep (s)
 #   SEGS     max_indirect_segments (both)   BSS persist block sizes
@@ -184,7 +184,7 @@ xen_driver() { # DRIVER: one load, every Xen experiment of this boot, unload
 # ------------------------------------------------------------ compare ----
 # C and ours loaded at once, on two vbds of the same dom0 disk (xen-guest.sh
 # -2): xvda stays with C, xvdb goes to ours (C binds both, then lets xvdb
-# go). Repetitions alternate C, ours, C, ours..., so both see the same boot,
+# go; SWAP=1 the other way round). Repetitions alternate C, ours, C, ours..., so both see the same boot,
 # backing disk, data and host load, and neither always runs first.
 # Backend notifications are counted in dom0: a mark asks dom0 (DOM0-CMD) to
 # print the interrupt count of xen-blkback's event channels ("BENCH-DOM0
@@ -209,30 +209,36 @@ compare_args() { # workload -> "RW BS fio-args"
         seqwrite) echo "write 1M --ioengine=libaio --iodepth=4 --size=256M" ;;
     esac
 }
-# both_drivers_up EXP: C on xvda, ours on xvdb, 256 MiB of data written.
+# Which vbd each driver gets: C xvda and ours xvdb, or the other way round
+# with SWAP=1 (to tell a difference between the drivers from one between
+# the two vbds).
+if [ "${SWAP:-0}" = 1 ]; then CDEV=xvdb RSDEV=xvda; else CDEV=xvda RSDEV=xvdb; fi
+vbd_of() { if [ "$1" = xvda ]; then echo vbd-51712; else echo vbd-51728; fi; }
+dev_of() { if [ "$1" = rs ]; then echo $RSDEV; else echo $CDEV; fi; }
+# both_drivers_up EXP: C on $CDEV, ours on $RSDEV, 256 MiB of data written.
 both_drivers_up() {
     local drv dev
     insmod /lib/modules/xen-blkfront.ko max_indirect_segments=$SEGS || { not_ok "insmod xen-blkfront"; return 1; }
     wait_disk xvda && wait_disk xvdb || { not_ok "C: xvda and xvdb appear"; return 1; }
-    echo vbd-51728 > /sys/bus/xen/drivers/vbd/unbind
-    wait_disk xvdb absent || { not_ok "C lets xvdb go"; return 1; }
+    vbd_of $RSDEV > /sys/bus/xen/drivers/vbd/unbind
+    wait_disk $RSDEV absent || { not_ok "C lets $RSDEV go"; return 1; }
     insmod /lib/modules/xen_blkfront_rs.ko max_indirect_segments=$SEGS || { not_ok "insmod xen_blkfront_rs"; return 1; }
-    wait_disk xvdb || { not_ok "ours: xvdb appears"; dmesg | tail -15 | sed 's/^/DMESG: /'; return 1; }
-    for i in $(seq 1 20); do [ -r /sys/kernel/debug/xen_blkfront_rs-xvdb/stats ] && break; sleep 0.25; done
-    ok "C on xvda, ours on xvdb, one backing disk"
+    wait_disk $RSDEV || { not_ok "ours: $RSDEV appears"; dmesg | tail -15 | sed 's/^/DMESG: /'; return 1; }
+    for i in $(seq 1 20); do [ -r /sys/kernel/debug/xen_blkfront_rs-$RSDEV/stats ] && break; sleep 0.25; done
+    ok "C on $CDEV, ours on $RSDEV, one backing disk"
     for drv in c rs; do
-        dev=xvda; [ $drv = rs ] && dev=xvdb
-        echo "BENCH-INFO exp=$1 driver=$drv persistent=$PERSIST segs=$SEGS max_segments=$(q $dev max_segments) max_hw_kb=$(q $dev max_hw_sectors_kb) connect=$(dmesg | grep -o "$dev: flush.*\|$dev: barrier.*" | tail -1 | tr ' ;' '_,')"
+        dev=$(dev_of $drv)
+        echo "BENCH-INFO exp=$1 driver=$drv dev=$dev persistent=$PERSIST segs=$SEGS max_segments=$(q $dev max_segments) max_hw_kb=$(q $dev max_hw_sectors_kb) connect=$(dmesg | grep -o "$dev: flush.*\|$dev: barrier.*" | tail -1 | tr ' ;' '_,')"
     done
     # Data in the region first: reads then come from the same written blocks.
     dd if=/dev/urandom of=/tmp/r bs=1M count=1 2>/dev/null
-    for i in $(seq 1 256); do cat /tmp/r; done | dd of=/dev/xvda bs=1M oflag=direct 2>/dev/null
+    for i in $(seq 1 256); do cat /tmp/r; done | dd of=/dev/$CDEV bs=1M oflag=direct 2>/dev/null
 }
 both_drivers_down() {
-    sed 's/^/STATS xvdb: /' /sys/kernel/debug/xen_blkfront_rs-xvdb/stats
-    echo vbd-51728 > /sys/bus/xen/drivers/xen_blkfront_rs/unbind
+    sed "s/^/STATS $RSDEV: /" /sys/kernel/debug/xen_blkfront_rs-$RSDEV/stats
+    vbd_of $RSDEV > /sys/bus/xen/drivers/xen_blkfront_rs/unbind
     unload xen_blkfront_rs || not_ok "rmmod xen_blkfront_rs"
-    echo vbd-51712 > /sys/bus/xen/drivers/vbd/unbind
+    vbd_of $CDEV > /sys/bus/xen/drivers/vbd/unbind
     unload xen_blkfront || not_ok "rmmod xen_blkfront"
 }
 exp_compare() {
@@ -244,13 +250,13 @@ exp_compare() {
             # C first in odd repetitions, ours first in even ones.
             order="c rs"; [ $((r % 2)) = 0 ] && order="rs c"
             for drv in $order; do
-                dev=xvda; [ $drv = rs ] && dev=xvdb
+                dev=$(dev_of $drv)
                 m0=$M
-                if [ $drv = rs ]; then q0=$(rsstat requests xvdb); n0=$(rsstat notifications xvdb); else q0=$(diskios xvda); fi
+                if [ $drv = rs ]; then q0=$(rsstat requests $dev); n0=$(rsstat notifications $dev); else q0=$(diskios $dev); fi
                 b0=$(busy); i0=$(blkif_irqs)
                 set -- $(fio_one $dev $(compare_args $w)); kib=$1 bw=$2 iops=$3
                 b1=$(busy); i1=$(blkif_irqs)
-                if [ $drv = rs ]; then q1=$(rsstat requests xvdb); n1=$(rsstat notifications xvdb); else q1=$(diskios xvda); fi
+                if [ $drv = rs ]; then q1=$(rsstat requests $dev); n1=$(rsstat notifications $dev); else q1=$(diskios $dev); fi
                 mark
                 q=$(dl "$q0" "$q1")
                 line="BENCH exp=compare driver=$drv persistent=$PERSIST wl=$w rep=$r mbps=$(mbps "$bw") iops=$iops reqs=$q cpu_us_per_req=$(per_req "$(dl "$b0" "$b1")" "$q" 10000 1) irqs_per_req=$(per_req "$(dl "$i0" "$i1")" "$q") mark0=$m0 mark1=$M"
@@ -263,14 +269,15 @@ exp_compare() {
 }
 
 # ------------------------------------------------------------- profile ----
-# Where each driver's domU CPU time goes under one compare workload ($PWL):
+# Where each driver's domU CPU time goes under compare workloads ($PWL):
 # perf (cpu-clock sampling at 1999 Hz, all CPUs, call chains) while fio runs
-# on xvda (C), then on xvdb (ours), twice. Samples of the idle loop (the
+# on C's vbd, then on ours, twice per workload. Samples of the idle loop (the
 # blocked hypercall within three frames of default_idle) are dropped;
-# interrupts taken while idle are kept. Prints per run "PROFILE-RUN drv KIB BW IOPS reqs=N
-# busy_samples=S" and the top leaves "PROFILE drv samples leaf<caller<caller";
+# interrupts taken while idle are kept. Prints per run "PROFILE-RUN drv wl=W
+# KIB BW IOPS reqs=N ...", "PROFILE-BUSY drv W samples in_driver_module=S"
+# and the top leaves and chains "PROFILE[-LEAF] drv W samples leaf<caller";
 # needs perf in the guest (xen-guest.sh DOMU_EXTRA_BINS=/usr/bin/perf).
-profile_fold() { # drv: perf script (comm,ip,sym,dso) on stdin -> PROFILE lines
+profile_fold() { # "drv wl": perf script (comm,ip,sym,dso) on stdin -> PROFILE lines
     awk -v d="$1" '
         function flush() {
             if (n == 0) return
@@ -289,14 +296,14 @@ profile_fold() { # drv: perf script (comm,ip,sym,dso) on stdin -> PROFILE lines
             print "PROFILE-BUSY " d " " busy + 0 " in_driver_module=" indrv + 0
             for (k in leaf) print "PROFILE-LEAF " d " " leaf[k] " " k
             for (k in c) print "PROFILE " d " " c[k] " " k
-        }' | sort -k3,3nr | awk '$1 == "PROFILE-BUSY" || ($1 == "PROFILE-LEAF" && nl++ < 25) || ($1 == "PROFILE" && np++ < 25)'
+        }' | sort -k4,4nr | awk '$1 == "PROFILE-BUSY" || ($1 == "PROFILE-LEAF" && nl++ < 25) || ($1 == "PROFILE" && np++ < 25)'
 }
 exp_profile() {
-    local drv dev q0 q1 w=${PWL:-seqread}
+    local drv dev q0 q1 w
     command -v perf > /dev/null || { not_ok "perf in the guest"; return; }
     both_drivers_up profile || return
-    for drv in c rs c rs; do
-        dev=xvda; [ $drv = rs ] && dev=xvdb
+    for w in ${PWL:-seqread}; do for drv in c rs c rs; do
+        dev=$(dev_of $drv)
         q0=$(diskios $dev)
         fio_one $dev $(compare_args $w) > /tmp/fio.out &
         sleep 1
@@ -304,9 +311,9 @@ exp_profile() {
             { not_ok "perf record $drv: $(head -c 200 /tmp/perf.err)"; wait; continue; }
         wait
         q1=$(diskios $dev)
-        echo "PROFILE-RUN $drv $(cat /tmp/fio.out) reqs=$(dl "$q0" "$q1") (whole fio run; samples: $((RT - 2)) s of it)"
-        perf script -i /tmp/perf.data -F comm,ip,sym,dso 2>/dev/null | profile_fold $drv
-    done
+        echo "PROFILE-RUN $drv wl=$w $(cat /tmp/fio.out) reqs=$(dl "$q0" "$q1") (whole fio run; samples: $((RT - 2)) s of it)"
+        perf script -i /tmp/perf.data -F comm,ip,sym,dso 2>/dev/null | profile_fold "$drv $w"
+    done; done
     both_drivers_down
 }
 

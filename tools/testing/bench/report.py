@@ -322,20 +322,21 @@ if "compare" in cfg["exps"]:
 
 # ---- 6. profile: where the domU's CPU time goes -----------------------------------
 if "profile" in cfg["exps"]:
-    RUN = re.compile(r"PROFILE-RUN (\w+) (\S+) (\S+) (\S+) reqs=(\d+) \(whole fio run; samples: (\d+) s")
-    BUSY = re.compile(r"PROFILE-BUSY (\w+) (\d+) in_driver_module=(\d+)")
-    LEAF = re.compile(r"PROFILE-LEAF (\w+) (\d+) (\S+)")
+    RUN = re.compile(r"PROFILE-RUN (\w+) wl=(\w+) (\S+) (\S+) (\S+) reqs=(\d+) \(whole fio run; samples: (\d+) s")
+    BUSY = re.compile(r"PROFILE-BUSY (\w+) (\w+) (\d+) in_driver_module=(\d+)")
+    LEAF = re.compile(r"PROFILE-LEAF (\w+) (\w+) (\d+) (\S+)")
     runs, leaves, rows = [], {}, []
     for log in glob.glob(os.path.join(out, "logs", "bench-xen-profile.log")):
         for raw in open(log, errors="replace"):
             line = raw.replace("\r", "")
             if m := RUN.search(line):
-                runs.append({"drv": m.group(1), "kib": num(m.group(2)), "bw": num(m.group(3)), "reqs": int(m.group(5)), "sampled": int(m.group(6))})
+                runs.append({"drv": m.group(1), "wl": m.group(2), "bw": num(m.group(4)), "iops": num(m.group(5)),
+                             "reqs": int(m.group(6)), "sampled": int(m.group(7))})
             elif (m := BUSY.search(line)) and runs:
-                runs[-1].update(busy=int(m.group(2)), drv_mod=int(m.group(3)))
+                runs[-1].update(busy=int(m.group(3)), drv_mod=int(m.group(4)))
             elif (m := LEAF.search(line)) and runs:
-                leaves.setdefault(m.group(1), {}).setdefault(m.group(3), 0)
-                leaves[m.group(1)][m.group(3)] += int(m.group(2))
+                per = leaves.setdefault((m.group(2), m.group(1)), {})
+                per[m.group(4)] = per.get(m.group(4), 0) + int(m.group(3))
     for i, r in enumerate(runs):
         if "busy" not in r or r["bw"] is None or not r["reqs"]:
             problems.append(f"profile run {i + 1} ({r['drv']}): incomplete")
@@ -343,17 +344,18 @@ if "profile" in cfg["exps"]:
         # Requests in the sampled window (fio ran RT s, perf RT-2 of them).
         rt = cfg["runtime"] if cfg["runtime"] > r["sampled"] else r["sampled"] + 2
         q = r["reqs"] * r["sampled"] / rt
-        rows.append([i + 1, r["drv"], f"{r['bw'] * 1.024 / 1000:.1f}", r["reqs"], r["busy"], f"{r['busy'] / 1999 * 1e6 / q:.1f}",
+        rows.append([i + 1, r["wl"], r["drv"], f"{r['bw'] * 1.024 / 1000:.1f}", int(r["iops"] or 0), r["reqs"], r["busy"], f"{r['busy'] / 1999 * 1e6 / q:.1f}",
                      r["drv_mod"], f"{100 * r['drv_mod'] / r['busy']:.1f}" if r["busy"] else "-"])
-    if len(rows) < 4:
-        problems.append(f"profile: {len(rows)} of 4 runs")
-    header = ["run", "driver", "MB/s", "requests", "busy samples", "sampled CPU us/req", "in driver", "in driver %"]
-    table("Profile (perf cpu-clock 1999 Hz in the domU, idle loop excluded), 1M seq read QD4, persistent grants off; "
+    want = 4 * len(cfg.get("pwl", ["seqread"]))
+    if len(rows) < want:
+        problems.append(f"profile: {len(rows)} of {want} runs")
+    header = ["run", "workload", "driver", "MB/s", "IOPS", "requests", "busy samples", "sampled CPU us/req", "in driver", "in driver %"]
+    table("Profile (perf cpu-clock 1999 Hz in the domU, idle loop excluded), persistent grants off; "
           "'in driver' = samples with a frame of the driver module on the stack", header, rows)
     csv("profile", [h.replace(" ", "_").replace("/", "_per_").replace("%", "pct") for h in header], rows)
-    for drv in ("c", "rs"):
-        top = sorted(leaves.get(drv, {}).items(), key=lambda kv: -kv[1])[:8]
-        table(f"Profile: top leaf functions, {drv} (busy samples, all runs)", ["samples", "function"], [[n, k] for k, n in top])
+    for (wl, drv), per in sorted(leaves.items()):
+        top = sorted(per.items(), key=lambda kv: -kv[1])[:8]
+        table(f"Profile: top leaf functions, {wl}, {drv} (busy samples, both runs)", ["samples", "function"], [[n, k] for k, n in top])
 
 if shutil.which("gnuplot"):
     for name in plots:

@@ -14,7 +14,8 @@
 #                          blkback feature_persistent 1 and 0; backend
 #                          notifications per request counted in dom0
 #  6. profile              (only when asked for) where the domU's CPU time
-#                          goes, C and ours, 1M seq read, persistent off:
+#                          goes, C and ours, 4k QD32 and 1M seq read,
+#                          persistent off:
 #                          perf in the domU (needs the host's perf binary)
 #
 # --exp LIST: only these experiments (comma-separated names above; default
@@ -38,7 +39,7 @@ while (($#)); do
         --out=*) out=${1#--out=} ;;
         --exp) exps=${2:?--exp LIST}; shift ;;
         --exp=*) exps=${1#--exp=} ;;
-        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
         *) die "usage: $0 [--smoke] [--exp LIST] [--out DIR]" ;;
     esac
     shift
@@ -75,10 +76,10 @@ fi
 js() { printf '[%s]' "$(echo "$1" | sed 's/[^ ][^ ]*/"&"/g; s/ /,/g')"; }
 # compare: more, longer repetitions (its ratios are the figure to read).
 creps=${BENCH_REPS:-$((smoke ? 1 : 6))} crt=${BENCH_RT:-$((smoke ? 2 : 5))}
-cwl="rr4k seqread seqwrite"
+cwl="rr4k seqread seqwrite" pwl=$( ((smoke)) && echo seqread || echo rr4k seqread)
 cat > "$out/config.json" <<JSON
 {"smoke": $smoke, "reps": $reps, "runtime": $rt, "exps": $(js "${exps//,/ }"),
- "compare_reps": $creps, "cwl": $(js "$cwl"),
+ "compare_reps": $creps, "cwl": $(js "$cwl"), "pwl": $(js "$pwl"),
  "segs": $(js "$segs"), "bss": $(js "$bss"), "abss": $(js "$abss"), "vwl": $(js "$vwl"),
  "ops": $(js "$ops"), "pops": $(js "$pops"), "persistent": $(js "$persist"), "jobs": $jobs, "ndomu": $ndomu}
 JSON
@@ -134,7 +135,7 @@ done
 if want profile; then
     perf=$(command -v perf) || die "--exp profile: no perf on the host (apt-get install linux-perf)"
     DOMU_EXTRA_BINS=$perf run bench-xen-profile "$T/xen-guest.sh" -l bench-xen-profile -2 -P -p 0 -b 512 -t 600 \
-        "$(guest_script bench-xen-profile "${common[@]}" "RT=$((crt < 8 ? 8 : crt))" SEGS=32 "EXPS=profile" PERSIST=0 PWL=seqread)"
+        "$(guest_script bench-xen-profile "${common[@]}" "RT=$((crt < 8 ? 8 : crt))" SEGS=32 "EXPS=profile" PERSIST=0 "PWL='$pwl'")"
     grep -ah '^PROFILE' "$LOGDIR/bench-xen-profile.log" | tr -d '\r' > "$out/profile.txt"
 fi
 want virtio && run bench-virtio "$T/virtio-guest.sh" -l bench-virtio -d 1G -t $((smoke ? 240 : 900)) \

@@ -7,6 +7,8 @@
 #   PWL      profile workloads (of CWL)
 #   CWL      compare workloads: rr4k seqread seqwrite
 #   REPS     repetitions per point          RT  fio runtime per rep (s)
+#   REP0     compare: number of the first repetition minus one (the runs
+#            of the two vbd assignments, SWAP=0 and 1, continue the count)
 #   SEGS     max_indirect_segments (both)   BSS persist block sizes
 #   ABSS     alignment write sizes          VWL virtio workloads
 #   OPS      indirect/persist directions    PERSIST blkback feature_persistent
@@ -246,7 +248,7 @@ exp_compare() {
     both_drivers_up compare || return
     mark
     for w in $CWL; do
-        for r in $(seq 1 "$REPS"); do
+        for r in $(seq $((${REP0:-0} + 1)) $((${REP0:-0} + REPS))); do
             # C first in odd repetitions, ours first in even ones.
             order="c rs"; [ $((r % 2)) = 0 ] && order="rs c"
             for drv in $order; do
@@ -259,7 +261,7 @@ exp_compare() {
                 if [ $drv = rs ]; then q1=$(rsstat requests $dev); n1=$(rsstat notifications $dev); else q1=$(diskios $dev); fi
                 mark
                 q=$(dl "$q0" "$q1")
-                line="BENCH exp=compare driver=$drv persistent=$PERSIST wl=$w rep=$r mbps=$(mbps "$bw") iops=$iops reqs=$q cpu_us_per_req=$(per_req "$(dl "$b0" "$b1")" "$q" 10000 1) irqs_per_req=$(per_req "$(dl "$i0" "$i1")" "$q") mark0=$m0 mark1=$M"
+                line="BENCH exp=compare driver=$drv dev=$dev persistent=$PERSIST wl=$w rep=$r mbps=$(mbps "$bw") iops=$iops reqs=$q cpu_us_per_req=$(per_req "$(dl "$b0" "$b1")" "$q" 10000 1) irqs_per_req=$(per_req "$(dl "$i0" "$i1")" "$q") mark0=$m0 mark1=$M"
                 [ $drv = rs ] && line="$line notifs_per_req=$(per_req "$(dl "$n0" "$n1")" "$q")"
                 echo "$line"
             done

@@ -62,7 +62,7 @@ for log in sorted(glob.glob(os.path.join(out, "logs", "*.log"))):
     for r in marked:
         r["dom0_notifs_per_req"] = dom0_per_req(r, irqs)
 
-NOT_ID = set(METRICS) | {"rep", "late", "domu", "mark0", "mark1"}
+NOT_ID = set(METRICS) | {"rep", "late", "domu", "mark0", "mark1", "dev"}
 
 # Several domUs (domu=I ndomu=N): one record per (point, repetition) with
 # MB/s and IOPS summed over the domUs (they ran in the same time slot) and
@@ -313,7 +313,7 @@ if "compare" in cfg["exps"]:
             if p["c"][1] and p["rs"][1] and p["c"][1][1]:
                 c, r, b = p["c"][1], p["rs"][1], p["c"][1][1]
                 dat += f"\"p{pers} {title}\" {c[1] / b} {c[0] / b} {c[2] / b} {r[1] / b} {r[0] / b} {r[2] / b}\n"
-    table(f"Xen C vs ours: one boot, one dom0 disk (xvda C, xvdb ours), repetitions alternating (C first, then ours first); median [min-max] of {cfg['compare_reps']}; ours/C of the medians, and paired: median [min-max] of each repetition's ours/C; backend notifications per ring request counted in dom0; domU CPU time per request",
+    table(f"Xen C vs ours: one dom0 disk, two vbds (C xvda and ours xvdb in one boot, swapped in a second), repetitions alternating (C first, then ours first); median [min-max] of {cfg['compare_reps']}; ours/C of the medians, and paired: median [min-max] of each repetition's ours/C; backend notifications per ring request counted in dom0; domU CPU time per request",
           ["feature_persistent", "workload", "unit", "C", "ours", "ours/C", "ours/C paired", "C dom0 notif/req", "ours dom0 notif/req", "ours own notif/req", "C CPU us/req", "ours CPU us/req", "C domU irq/req", "ours domU irq/req"], rows)
     csv("compare", ["feature_persistent", "workload", "driver", "unit", "n", "min", "median", "max", "mbps_median", "dom0_notifs_per_req_median", "own_notifs_per_req_median", "cpu_us_per_req_median", "domu_irqs_per_req_median", "paired_ratio_median"], csvrows)
     gnuplot("compare", "set title 'Xen: ours relative to C xen-blkfront (median, min-max bars)'\nset style data histogram\n"

@@ -9,9 +9,10 @@
 #  3. alignment            4096-byte physical sectors: 512B..8K random writes,
 #                          reported topology, sfdisk + mkfs.ext4 results
 #  4. virtio               4k QD1/QD32 randread, 1M seq read/write
-#  5. compare              Xen, C and ours on two vbds of one dom0 disk,
-#                          alternating: 4k randread QD32, 1M seq read/write,
-#                          blkback feature_persistent 1 and 0; backend
+#  5. compare              Xen, C and ours on two vbds of one dom0 disk
+#                          (swapped in a second boot), alternating: 4k
+#                          randread QD32, 1M seq read/write, blkback
+#                          feature_persistent 1 and 0; backend
 #                          notifications per request counted in dom0
 #  6. profile              (only when asked for) where the domU's CPU time
 #                          goes, C and ours, 4k QD32 and 1M seq read,
@@ -39,7 +40,7 @@ while (($#)); do
         --out=*) out=${1#--out=} ;;
         --exp) exps=${2:?--exp LIST}; shift ;;
         --exp=*) exps=${1#--exp=} ;;
-        -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
         *) die "usage: $0 [--smoke] [--exp LIST] [--out DIR]" ;;
     esac
     shift
@@ -75,7 +76,8 @@ else
 fi
 js() { printf '[%s]' "$(echo "$1" | sed 's/[^ ][^ ]*/"&"/g; s/ /,/g')"; }
 # compare: more, longer repetitions (its ratios are the figure to read).
-creps=${BENCH_REPS:-$((smoke ? 1 : 6))} crt=${BENCH_RT:-$((smoke ? 2 : 5))}
+chalf=$(( (${BENCH_REPS:-$((smoke ? 2 : 6))} + 1) / 2 )) crt=${BENCH_RT:-$((smoke ? 2 : 5))}
+creps=$((2 * chalf))
 cwl="rr4k seqread seqwrite" pwl=$( ((smoke)) && echo seqread || echo rr4k seqread)
 cat > "$out/config.json" <<JSON
 {"smoke": $smoke, "reps": $reps, "runtime": $rt, "exps": $(js "${exps//,/ }"),
@@ -128,9 +130,16 @@ else
     want align && run bench-xen-align "$T/xen-guest.sh" -l bench-xen-align -p 1 -b 4096 -m 4096 -o 1048576 -t 600 \
         "$(guest_script bench-xen-align "${common[@]}" SEGS=32 "EXPS=align" PERSIST=1)"
 fi
+# Compare: two boots per setting, C on xvda and ours on xvdb, then the
+# other way round (SWAP=1; C binds a vbd once per boot, so the swap needs a
+# new boot): a difference between the two vbds then weighs on both drivers
+# alike. Each boot runs half the repetitions, numbered on from the first.
 want compare && for p in $persist; do
-    run bench-xen-compare-p$p "$T/xen-guest.sh" -l bench-xen-compare-p$p -2 -P -p "$p" -b 512 -t 900 \
-        "$(guest_script bench-xen-compare-p$p "${common[@]}" "REPS=$creps" "RT=$crt" "CWL='$cwl'" SEGS=32 "EXPS=compare" PERSIST=$p)"
+    for swap in 0 1; do
+        l=bench-xen-compare-p$p-s$swap
+        run $l "$T/xen-guest.sh" -l $l -2 -P -p "$p" -b 512 -t 900 \
+            "$(guest_script $l "${common[@]}" "REPS=$chalf" "REP0=$((swap * chalf))" SWAP=$swap "RT=$crt" "CWL='$cwl'" SEGS=32 "EXPS=compare" PERSIST=$p)"
+    done
 done
 if want profile; then
     perf=$(command -v perf) || die "--exp profile: no perf on the host (apt-get install linux-perf)"

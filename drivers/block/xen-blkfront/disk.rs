@@ -199,6 +199,8 @@ impl core::fmt::Debug for StatsView {
                 t.notifications += rs.notifications;
                 t.busy += rs.busy;
                 t.errors += rs.errors;
+                t.interrupts += rs.interrupts;
+                t.spurious_interrupts += rs.spurious_interrupts;
                 g.granted += gs.granted;
                 g.revoked += gs.revoked;
                 g.reused += gs.reused;
@@ -221,6 +223,8 @@ impl core::fmt::Debug for StatsView {
         writeln!(f, "grants_in_use: {}", g.in_use)?;
         writeln!(f, "notifications: {}", t.notifications)?;
         writeln!(f, "busy: {}", t.busy)?;
+        writeln!(f, "interrupts: {}", t.interrupts)?;
+        writeln!(f, "spurious_interrupts: {}", t.spurious_interrupts)?;
         writeln!(f, "backend_errors: {}", t.errors)
     }
 }

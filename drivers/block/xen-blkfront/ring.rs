@@ -254,6 +254,11 @@ pub(crate) struct RingStats {
     pub(crate) notifications: u64,
     pub(crate) busy: u64,
     pub(crate) errors: u64,
+    /// Calls of the interrupt handler, and those that found no response
+    /// (acknowledged as spurious: two in a row delay the next event, see
+    /// `xen_irq_lateeoi`).
+    pub(crate) interrupts: u64,
+    pub(crate) spurious_interrupts: u64,
 }
 
 /// Storage of a grant pool (`blkcore::grants` wants `AsRef`/`AsMut` slices).
@@ -767,6 +772,10 @@ impl RingState {
             }
         }
         maybe_purge(io);
+        io.stats.interrupts += 1;
+        if matches!(eoi, Eoi::Spurious) {
+            io.stats.spurious_interrupts += 1;
+        }
         eoi
     }
 }

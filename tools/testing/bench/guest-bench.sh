@@ -207,6 +207,7 @@ blkif_irqs() { awk '/ blkif$/ { for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) s +
 compare_args() { # workload -> "RW BS fio-args"
     case $1 in
         rr4k) echo "randread 4k --ioengine=libaio --iodepth=32 --size=256M" ;;
+        rr4k1) echo "randread 4k --ioengine=psync --size=256M" ;;
         seqread) echo "read 1M --ioengine=libaio --iodepth=4 --size=256M" ;;
         seqwrite) echo "write 1M --ioengine=libaio --iodepth=4 --size=256M" ;;
     esac

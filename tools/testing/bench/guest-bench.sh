@@ -2,8 +2,8 @@
 # the settings below and passes the result to virtio-guest.sh / xen-guest.sh
 # as the guest's /test.sh:
 #   EXPS     experiments to run here: indirect persist align virtio, or
-#            compare or profile alone (need xen-guest.sh -2: xvda and xvdb
-#            on one disk; profile also perf in the guest)
+#            compare, calib or profile alone (need xen-guest.sh -2: xvda
+#            and xvdb on one disk; profile also perf in the guest)
 #   PWL      profile workloads (of CWL)
 #   CWL      compare workloads: rr4k seqread seqwrite
 #   REPS     repetitions per point          RT  fio runtime per rep (s)
@@ -217,7 +217,9 @@ compare_args() { # workload -> "RW BS fio-args"
 # the two vbds).
 if [ "${SWAP:-0}" = 1 ]; then CDEV=xvdb RSDEV=xvda; else CDEV=xvda RSDEV=xvdb; fi
 vbd_of() { if [ "$1" = xvda ]; then echo vbd-51712; else echo vbd-51728; fi; }
-dev_of() { if [ "$1" = rs ]; then echo $RSDEV; else echo $CDEV; fi; }
+dev_of() { # driver label -> its disk (calib: a and b are the two vbds)
+    case $1 in rs) echo $RSDEV ;; c) echo $CDEV ;; a) echo xvda ;; b) echo xvdb ;; esac
+}
 # both_drivers_up EXP: C on $CDEV, ours on $RSDEV, 256 MiB of data written.
 both_drivers_up() {
     local drv dev
@@ -244,14 +246,15 @@ both_drivers_down() {
     vbd_of $CDEV > /sys/bus/xen/drivers/vbd/unbind
     unload xen_blkfront || not_ok "rmmod xen_blkfront"
 }
-exp_compare() {
-    local w r drv dev kib bw iops q q0 q1 n0 n1 m0 b0 b1 i0 i1 order line
-    both_drivers_up compare || return
-    mark
+# measure_pairs EXP FIRST SECOND: the repetitions of every workload, the two
+# labels alternating first; "rs" is ours (its own request and notification
+# counters), any other label a C-driven disk (requests from its stat).
+measure_pairs() {
+    local exp=$1 first=$2 second=$3 w r drv dev kib bw iops q q0 q1 n0 n1 m0 b0 b1 i0 i1 order line
     for w in $CWL; do
         for r in $(seq $((${REP0:-0} + 1)) $((${REP0:-0} + REPS))); do
-            # C first in odd repetitions, ours first in even ones.
-            order="c rs"; [ $((r % 2)) = 0 ] && order="rs c"
+            # FIRST first in odd repetitions, SECOND first in even ones.
+            order="$first $second"; [ $((r % 2)) = 0 ] && order="$second $first"
             for drv in $order; do
                 dev=$(dev_of $drv)
                 m0=$M
@@ -262,13 +265,35 @@ exp_compare() {
                 if [ $drv = rs ]; then q1=$(rsstat requests $dev); n1=$(rsstat notifications $dev); else q1=$(diskios $dev); fi
                 mark
                 q=$(dl "$q0" "$q1")
-                line="BENCH exp=compare driver=$drv dev=$dev persistent=$PERSIST wl=$w rep=$r mbps=$(mbps "$bw") iops=$iops reqs=$q cpu_us_per_req=$(per_req "$(dl "$b0" "$b1")" "$q" 10000 1) irqs_per_req=$(per_req "$(dl "$i0" "$i1")" "$q") mark0=$m0 mark1=$M"
+                line="BENCH exp=$exp driver=$drv dev=$dev persistent=$PERSIST wl=$w rep=$r mbps=$(mbps "$bw") iops=$iops reqs=$q cpu_us_per_req=$(per_req "$(dl "$b0" "$b1")" "$q" 10000 1) irqs_per_req=$(per_req "$(dl "$i0" "$i1")" "$q") mark0=$m0 mark1=$M"
                 [ $drv = rs ] && line="$line notifs_per_req=$(per_req "$(dl "$n0" "$n1")" "$q")"
                 echo "$line"
             done
         done
     done
+}
+exp_compare() {
+    both_drivers_up compare || return
+    mark
+    measure_pairs compare c rs
     both_drivers_down
+}
+
+# ------------------------------------------------------------- calib -----
+# The A/A calibration of compare: the C driver on both vbds ("a" = xvda,
+# "b" = xvdb), measured exactly like compare. Identical drivers, so the
+# spread of b/a per repetition is what the method itself contributes.
+exp_calib() {
+    insmod /lib/modules/xen-blkfront.ko max_indirect_segments=$SEGS || { not_ok "insmod xen-blkfront"; return; }
+    wait_disk xvda && wait_disk xvdb || { not_ok "C: xvda and xvdb appear"; return; }
+    ok "A/A: C on xvda and xvdb, one backing disk"
+    dd if=/dev/urandom of=/tmp/r bs=1M count=1 2>/dev/null
+    for i in $(seq 1 256); do cat /tmp/r; done | dd of=/dev/xvda bs=1M oflag=direct 2>/dev/null
+    mark
+    measure_pairs calib a b
+    echo vbd-51712 > /sys/bus/xen/drivers/vbd/unbind
+    echo vbd-51728 > /sys/bus/xen/drivers/vbd/unbind
+    unload xen_blkfront || not_ok "rmmod xen_blkfront"
 }
 
 # ------------------------------------------------------------- profile ----
@@ -363,7 +388,7 @@ exp_virtio() {
     done
 }
 
-if [ "$EXPS" = virtio ] || [ "$EXPS" = compare ] || [ "$EXPS" = profile ]; then
+if [ "$EXPS" = virtio ] || [ "$EXPS" = compare ] || [ "$EXPS" = profile ] || [ "$EXPS" = calib ]; then
     exp_$EXPS
 else
     xen_driver c

@@ -125,14 +125,21 @@ def point(want, metric, required=True, label="", reps=None):
 
 
 def paired(want_a, want_b, metric):
-    """min/med/max/n of A/B per repetition: the two runs of a repetition are
-    adjacent in time, so slow drift of the host cancels out of each ratio."""
+    """min/med/max/n/geometric mean of A/B per repetition: the two runs of a
+    repetition are adjacent in time, so slow drift of the host cancels out
+    of each ratio."""
     def by_rep(want):
         return {r.get("rep"): num(r.get(metric)) for ident, rs in groups.items()
                 if all(dict(ident).get(k) == v for k, v in want.items()) for r in rs}
     a, b = by_rep(want_a), by_rep(want_b)
     vals = [a[k] / b[k] for k in a if a[k] and b.get(k)]
-    return (min(vals), statistics.median(vals), max(vals), len(vals)) if vals else None
+    if not vals:
+        return None
+    return (min(vals), statistics.median(vals), max(vals), len(vals), statistics.geometric_mean(vals))
+
+
+def gm(s):
+    return "-" if s is None else f"{s[4]:.2f}"
 
 
 def f(s, nd=1):
@@ -288,12 +295,13 @@ if "virtio" in cfg["exps"]:
             "plot 'DAT' using 2:3:4:xtic(1) title 'C virtio_blk', '' using 5:6:7 title 'ours'\n", dat)
 
 # ---- 5. compare: C and ours side by side on one disk ----------------------------
+COMPARE_WL = {"rr4k": ("4k randread QD32", "iops"), "rr4k1": ("4k randread QD1", "iops"),
+              "seqread": ("1M seq read QD4", "mbps"), "seqwrite": ("1M seq write QD4", "mbps")}
 if "compare" in cfg["exps"]:
-    names = {"rr4k": ("4k randread QD32", "iops"), "seqread": ("1M seq read QD4", "mbps"), "seqwrite": ("1M seq write QD4", "mbps")}
     rows, csvrows, dat = [], [], "# label c_med c_min c_max rs_med rs_min rs_max (C median = 1)\n"
     for pers in cfg["persistent"]:
         for wl in cfg["cwl"]:
-            title, metric = names[wl]
+            title, metric = COMPARE_WL[wl]
             p = {}
             for drv in ("c", "rs"):
                 w = {"exp": "compare", "driver": drv, "persistent": str(pers), "wl": wl}
@@ -308,19 +316,36 @@ if "compare" in cfg["exps"]:
             pr = paired({**w, "driver": "rs"}, {**w, "driver": "c"}, metric)
             csvrows[-2] += [""]
             csvrows[-1] += [f(pr, 3)]
-            rows.append([pers, title, metric, rng(p["c"][1], nd), rng(p["rs"][1], nd), ratio(p["rs"][1], p["c"][1]), rng(pr, 2),
+            rows.append([pers, title, metric, rng(p["c"][1], nd), rng(p["rs"][1], nd), ratio(p["rs"][1], p["c"][1]), rng(pr, 2), gm(pr),
                          f(p["c"][2], 3), f(p["rs"][2], 3), f(p["rs"][3], 3), f(p["c"][4], 1), f(p["rs"][4], 1), f(p["c"][5], 3), f(p["rs"][5], 3)])
             if p["c"][1] and p["rs"][1] and p["c"][1][1]:
                 c, r, b = p["c"][1], p["rs"][1], p["c"][1][1]
                 dat += f"\"p{pers} {title}\" {c[1] / b} {c[0] / b} {c[2] / b} {r[1] / b} {r[0] / b} {r[2] / b}\n"
     table(f"Xen C vs ours: one dom0 disk, two vbds (C xvda and ours xvdb in one boot, swapped in a second), repetitions alternating (C first, then ours first); median [min-max] of {cfg['compare_reps']}; ours/C of the medians, and paired: median [min-max] of each repetition's ours/C; backend notifications per ring request counted in dom0; domU CPU time per request",
-          ["feature_persistent", "workload", "unit", "C", "ours", "ours/C", "ours/C paired", "C dom0 notif/req", "ours dom0 notif/req", "ours own notif/req", "C CPU us/req", "ours CPU us/req", "C domU irq/req", "ours domU irq/req"], rows)
+          ["feature_persistent", "workload", "unit", "C", "ours", "ours/C", "ours/C paired", "paired geomean", "C dom0 notif/req", "ours dom0 notif/req", "ours own notif/req", "C CPU us/req", "ours CPU us/req", "C domU irq/req", "ours domU irq/req"], rows)
     csv("compare", ["feature_persistent", "workload", "driver", "unit", "n", "min", "median", "max", "mbps_median", "dom0_notifs_per_req_median", "own_notifs_per_req_median", "cpu_us_per_req_median", "domu_irqs_per_req_median", "paired_ratio_median"], csvrows)
     gnuplot("compare", "set title 'Xen: ours relative to C xen-blkfront (median, min-max bars)'\nset style data histogram\n"
             "set style histogram errorbars gap 1 lw 1\nset style fill solid 0.6 border -1\nset xtics rotate by -30\nset ylabel 'relative to C (C median = 1)'\nset yrange [0:*]\n"
             "plot 'DAT' using 2:3:4:xtic(1) title 'C xen-blkfront', '' using 5:6:7 title 'ours'\n", dat)
 
-# ---- 6. profile: where the domU's CPU time goes -----------------------------------
+# ---- 6. calib: compare's A/A run (C on both vbds) --------------------------------
+if "calib" in cfg["exps"]:
+    rows, csvrows = [], []
+    for pers in cfg["persistent"]:
+        for wl in cfg["cwl"]:
+            title, metric = COMPARE_WL[wl]
+            w = {"exp": "calib", "persistent": str(pers), "wl": wl}
+            for drv in ("a", "b"):
+                point({**w, "driver": drv}, metric, label=f"calib p={pers} {drv} {wl}", reps=cfg["compare_reps"])
+            pr = paired({**w, "driver": "b"}, {**w, "driver": "a"}, metric)
+            rows.append([pers, title, metric, rng(pr, 2), gm(pr)])
+            csvrows.append([pers, wl, metric] + mmm(pr) + [gm(pr)])
+    table(f"Calibration (A/A): C xen-blkfront on both vbds, measured like compare; xvdb/xvda per repetition, median [min-max] and geometric mean of {cfg['compare_reps']}. "
+          "An ours/C inside this spread is not a difference the method can see",
+          ["feature_persistent", "workload", "unit", "b/a paired", "geomean"], rows)
+    csv("calib", ["feature_persistent", "workload", "unit", "n", "min", "median", "max", "geomean"], csvrows)
+
+# ---- 7. profile: where the domU's CPU time goes -----------------------------------
 if "profile" in cfg["exps"]:
     RUN = re.compile(r"PROFILE-RUN (\w+) wl=(\w+) (\S+) (\S+) (\S+) reqs=(\d+) \(whole fio run; samples: (\d+) s")
     BUSY = re.compile(r"PROFILE-BUSY (\w+) (\w+) (\d+) in_driver_module=(\d+)")

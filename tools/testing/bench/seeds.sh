@@ -14,14 +14,18 @@
 #                          randread QD32, 1M seq read/write, blkback
 #                          feature_persistent 1 and 0; backend
 #                          notifications per request counted in dom0
-#  6. profile              (only when asked for) where the domU's CPU time
+#  6. calib                (only when asked for) compare's A/A run: C on
+#                          both vbds, so ours/C can be read against the
+#                          spread the method gives identical drivers
+#  7. profile              (only when asked for) where the domU's CPU time
 #                          goes, C and ours, 4k QD32 and 1M seq read,
 #                          persistent off:
 #                          perf in the domU (needs the host's perf binary)
 #
 # --exp LIST: only these experiments (comma-separated names above; default
-# 1-5). `seeds.sh --exp compare` is the Xen C-vs-ours benchmark. Compare and
-# profile pin dom0 and the domU to their own CPU (xen-guest.sh -P).
+# 1-5). `seeds.sh --exp compare,calib` is the Xen C-vs-ours benchmark with
+# its calibration. Compare, calib and profile pin dom0 and the domU to their
+# own CPU (xen-guest.sh -P).
 # Prints the tables; writes <exp>.csv, <exp>.png, logs/ and checks.txt into
 # DIR (default $BLKFRONT_CACHE/bench-results). --smoke: one point per
 # experiment, one repetition (a few minutes). Exits non-zero when a guest run
@@ -40,13 +44,13 @@ while (($#)); do
         --out=*) out=${1#--out=} ;;
         --exp) exps=${2:?--exp LIST}; shift ;;
         --exp=*) exps=${1#--exp=} ;;
-        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
         *) die "usage: $0 [--smoke] [--exp LIST] [--out DIR]" ;;
     esac
     shift
 done
 for e in ${exps//,/ }; do
-    [[ $e =~ ^(indirect|persist|align|virtio|compare|profile)$ ]] || die "--exp: unknown experiment '$e'"
+    [[ $e =~ ^(indirect|persist|align|virtio|compare|calib|profile)$ ]] || die "--exp: unknown experiment '$e'"
 done
 want() { [[ ,$exps, == *,$1,* ]]; }
 out=${out:-$CACHE/bench-results}
@@ -140,6 +144,10 @@ want compare && for p in $persist; do
         run $l "$T/xen-guest.sh" -l $l -2 -P -p "$p" -b 512 -t 900 \
             "$(guest_script $l "${common[@]}" "REPS=$chalf" "REP0=$((swap * chalf))" SWAP=$swap "RT=$crt" "CWL='$cwl'" SEGS=32 "EXPS=compare" PERSIST=$p)"
     done
+done
+want calib && for p in $persist; do
+    run bench-xen-calib-p$p "$T/xen-guest.sh" -l bench-xen-calib-p$p -2 -P -p "$p" -b 512 -t 900 \
+        "$(guest_script bench-xen-calib-p$p "${common[@]}" "REPS=$creps" "RT=$crt" "CWL='$cwl'" SEGS=32 "EXPS=calib" PERSIST=$p)"
 done
 if want profile; then
     perf=$(command -v perf) || die "--exp profile: no perf on the host (apt-get install linux-perf)"

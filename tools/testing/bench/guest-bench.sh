@@ -221,10 +221,20 @@ dev_of() { # driver label -> its disk (calib: a and b are the two vbds)
     case $1 in rs) echo $RSDEV ;; c) echo $CDEV ;; a) echo xvda ;; b) echo xvdb ;; esac
 }
 # both_drivers_up EXP: C on $CDEV, ours on $RSDEV, 256 MiB of data written.
-both_drivers_up() {
-    local drv dev
+# c_on_both: the C driver binds xvda and xvdb.
+c_on_both() {
     insmod /lib/modules/xen-blkfront.ko max_indirect_segments=$SEGS || { not_ok "insmod xen-blkfront"; return 1; }
     wait_disk xvda && wait_disk xvdb || { not_ok "C: xvda and xvdb appear"; return 1; }
+}
+# fill_region DEV: 256 MiB of data written first, so reads come from the
+# same written blocks on both vbds (one backing disk).
+fill_region() {
+    dd if=/dev/urandom of=/tmp/r bs=1M count=1 2>/dev/null
+    for i in $(seq 1 256); do cat /tmp/r; done | dd of=/dev/$1 bs=1M oflag=direct 2>/dev/null
+}
+both_drivers_up() {
+    local drv dev
+    c_on_both || return 1
     vbd_of $RSDEV > /sys/bus/xen/drivers/vbd/unbind
     wait_disk $RSDEV absent || { not_ok "C lets $RSDEV go"; return 1; }
     insmod /lib/modules/xen_blkfront_rs.ko max_indirect_segments=$SEGS || { not_ok "insmod xen_blkfront_rs"; return 1; }
@@ -235,9 +245,7 @@ both_drivers_up() {
         dev=$(dev_of $drv)
         echo "BENCH-INFO exp=$1 driver=$drv dev=$dev persistent=$PERSIST segs=$SEGS max_segments=$(q $dev max_segments) max_hw_kb=$(q $dev max_hw_sectors_kb) connect=$(dmesg | grep -o "$dev: flush.*\|$dev: barrier.*" | tail -1 | tr ' ;' '_,')"
     done
-    # Data in the region first: reads then come from the same written blocks.
-    dd if=/dev/urandom of=/tmp/r bs=1M count=1 2>/dev/null
-    for i in $(seq 1 256); do cat /tmp/r; done | dd of=/dev/$CDEV bs=1M oflag=direct 2>/dev/null
+    fill_region $CDEV
 }
 both_drivers_down() {
     sed "s/^/STATS $RSDEV: /" /sys/kernel/debug/xen_blkfront_rs-$RSDEV/stats
@@ -284,15 +292,13 @@ exp_compare() {
 # "b" = xvdb), measured exactly like compare. Identical drivers, so the
 # spread of b/a per repetition is what the method itself contributes.
 exp_calib() {
-    insmod /lib/modules/xen-blkfront.ko max_indirect_segments=$SEGS || { not_ok "insmod xen-blkfront"; return; }
-    wait_disk xvda && wait_disk xvdb || { not_ok "C: xvda and xvdb appear"; return; }
+    c_on_both || return
     ok "A/A: C on xvda and xvdb, one backing disk"
-    dd if=/dev/urandom of=/tmp/r bs=1M count=1 2>/dev/null
-    for i in $(seq 1 256); do cat /tmp/r; done | dd of=/dev/xvda bs=1M oflag=direct 2>/dev/null
+    fill_region xvda
     mark
     measure_pairs calib a b
-    echo vbd-51712 > /sys/bus/xen/drivers/vbd/unbind
-    echo vbd-51728 > /sys/bus/xen/drivers/vbd/unbind
+    vbd_of xvda > /sys/bus/xen/drivers/vbd/unbind
+    vbd_of xvdb > /sys/bus/xen/drivers/vbd/unbind
     unload xen_blkfront || not_ok "rmmod xen_blkfront"
 }
 

@@ -194,13 +194,7 @@ impl core::fmt::Debug for StatsView {
         let mut bounce = false;
         for r in self.rings.iter() {
             if let Some((rs, gs, copy)) = r.with_state(|st| st.stats()) {
-                t.requests += rs.requests;
-                t.indirect_requests += rs.indirect_requests;
-                t.notifications += rs.notifications;
-                t.busy += rs.busy;
-                t.errors += rs.errors;
-                t.interrupts += rs.interrupts;
-                t.spurious_interrupts += rs.spurious_interrupts;
+                t.add(&rs);
                 g.granted += gs.granted;
                 g.revoked += gs.revoked;
                 g.reused += gs.reused;

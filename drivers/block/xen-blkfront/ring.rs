@@ -261,6 +261,19 @@ pub(crate) struct RingStats {
     pub(crate) spurious_interrupts: u64,
 }
 
+impl RingStats {
+    /// Adds another ring's counters (per-disk totals).
+    pub(crate) fn add(&mut self, o: &RingStats) {
+        self.requests += o.requests;
+        self.indirect_requests += o.indirect_requests;
+        self.notifications += o.notifications;
+        self.busy += o.busy;
+        self.errors += o.errors;
+        self.interrupts += o.interrupts;
+        self.spurious_interrupts += o.spurious_interrupts;
+    }
+}
+
 /// Storage of a grant pool (`blkcore::grants` wants `AsRef`/`AsMut` slices).
 struct PoolStore(KVec<PoolEntry<Frame>>);
 

@@ -296,6 +296,14 @@ impl<T: Operations> Request<T> {
         flags & (1u32 << bindings::req_flag_bits___REQ_NOUNMAP) != 0
     }
 
+    /// `REQ_FUA`: the data must be on stable storage when the request
+    /// completes (only sent when the queue advertises FUA).
+    pub fn is_fua(&self) -> bool {
+        // SAFETY: `self.raw()` is a live request (type invariant).
+        let flags = unsafe { (*self.raw()).cmd_flags };
+        flags & (1u32 << bindings::req_flag_bits___REQ_FUA) != 0
+    }
+
     /// First sector (512 bytes) of the request (`blk_rq_pos`).
     pub fn sector(&self) -> u64 {
         // SAFETY: `self.raw()` is a live request (type invariant).
@@ -970,24 +978,41 @@ impl<T: Operations> GenDisk<T> {
         }
     }
 
-    /// Turn the volatile write cache flag on or off (e.g. after a config
-    /// change of the device's cache mode).
-    pub fn set_write_cache(&self, on: bool) -> Result {
+    /// Changes the live queue's limits: `f` edits the limits in force
+    /// (`queue_limits_start_update` / `queue_limits_commit_update`, queue
+    /// not frozen, as upstream drivers do on a reconfiguration).
+    fn update_limits_with(&self, f: impl FnOnce(&mut bindings::queue_limits)) -> Result {
         let mut lim: bindings::queue_limits = pin_init::zeroed();
         // SAFETY: the disk is valid; start/commit bracket the update and
         // `commit` releases the limits lock taken by `start`.
         unsafe {
             shim::blkfront_rs_blkmq_limits_start_update(self.raw().cast(), (&raw mut lim).cast());
+        }
+        f(&mut lim);
+        // SAFETY: as above: ends the update started above.
+        to_result(unsafe { bindings::queue_limits_commit_update((*self.raw()).queue, &mut lim) })
+    }
+
+    /// Turn the volatile write cache flag on or off (e.g. after a config
+    /// change of the device's cache mode).
+    pub fn set_write_cache(&self, on: bool) -> Result {
+        self.update_limits_with(|lim| {
             if on {
                 lim.features |= shim::BLKFRONT_RS_BLK_FEAT_WRITE_CACHE;
             } else {
                 lim.features &= !shim::BLKFRONT_RS_BLK_FEAT_WRITE_CACHE;
             }
-            to_result(bindings::queue_limits_commit_update(
-                (*self.raw()).queue,
-                &mut lim,
-            ))
-        }
+        })
+    }
+
+    /// Applies `limits` to the live disk (a device that reconnected with
+    /// other features: write cache, FUA, discard, read-only). The caller
+    /// checks that requests built under the old limits still fit.
+    pub fn update_limits(&self, limits: &QueueLimits) -> Result {
+        self.update_limits_with(|lim| apply_limits(lim, limits))?;
+        // SAFETY: the disk is valid.
+        unsafe { bindings::set_disk_ro(self.raw(), limits.read_only) };
+        Ok(())
     }
 
     /// Run a driver-private `REQ_OP_DRV_IN` request that reads into `buf`

@@ -3,11 +3,19 @@
 # source tree into $CACHE/kbuild-<key>, where <key> hashes the source package,
 # the fragments and the toolchain. A finished build is reused as is.
 # Prints the build directory (the KDIR for our modules) on stdout.
+#
+#   build-kernel.sh [--debug]
+#
+# --debug: the debug test kernel (plus .config.fragments/debug/*.config:
+# KASAN, lockdep, ...) in $CACHE/kbuild-debug-<key>.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-key=$(kernel_key)
-out=$CACHE/kbuild-$key
+flavour=
+[ "${1:-}" = --debug ] && flavour=debug
+key=$(kernel_key $flavour)
+prefix=$CACHE/kbuild-${flavour:+$flavour-}
+out=$prefix$key
 if [ -f "$out/.blkfront-done" ]; then
     echo "$out"; exit 0
 fi
@@ -17,10 +25,12 @@ flock 9
 if [ -f "$out/.blkfront-done" ]; then
     echo "$out"; exit 0
 fi
-log "building test kernel in $out (key $key); takes ~10 minutes on 2 cores"
-# Seed from the newest finished build: kbuild's per-option dependency
-# tracking then rebuilds only what the configuration change touches.
-prev=$(ls -dt "$CACHE"/kbuild-*/.blkfront-done 2>/dev/null | head -1 || true)
+log "building ${flavour:-test} kernel in $out (key $key); takes ~10 minutes on 2 cores"
+# Seed from the newest finished build of the same flavour: kbuild's
+# per-option dependency tracking then rebuilds only what the configuration
+# change touches.
+prev=$(ls -dt "$prefix"*/.blkfront-done 2>/dev/null | grep -v "^$CACHE/kbuild-debug-" | head -1 || true)
+[ -n "$flavour" ] && prev=$(ls -dt "$prefix"*/.blkfront-done 2>/dev/null | head -1 || true)
 rm -rf "$out"
 if [ -n "$prev" ]; then
     log "seeding from $(dirname "$prev")"
@@ -31,14 +41,14 @@ mkdir -p "$out"
 mk() { make -C "$SRC_DIR" O="$out" LLVM=-19 ARCH=x86_64 "$@"; }
 mk allnoconfig >/dev/null
 KCONFIG_CONFIG="$out/.config" "$SRC_DIR"/scripts/kconfig/merge_config.sh \
-    -m -O "$out" "$out/.config" "$REPO"/.config.fragments/*.config >/dev/null
+    -m -O "$out" "$out/.config" $(kernel_fragments $flavour) >/dev/null
 mk olddefconfig >/dev/null
-# Every option a fragment asks for must have survived olddefconfig.
+# Every option a fragment asks for must have survived olddefconfig (the
+# last fragment that sets an option wins, as in merge_config.sh).
 bad=0
 while IFS= read -r line; do
-    [[ $line =~ ^CONFIG_ ]] || continue
     grep -qx "$line" "$out/.config" || { echo "fragment option not set: $line" >&2; bad=1; }
-done < <(cat "$REPO"/.config.fragments/*.config)
+done < <(kernel_fragments $flavour | xargs cat | awk -F= '/^CONFIG_/ { v[$1] = $0 } END { for (k in v) print v[k] }')
 ((bad == 0)) || die "kernel config does not satisfy .config.fragments (see above); is the Rust toolchain usable (make rustavailable)?"
 mk -j"$(nproc)" bzImage modules > "$out/build.log" 2>&1 || {
     tail -40 "$out/build.log" >&2; die "kernel build failed, log in $out/build.log"; }

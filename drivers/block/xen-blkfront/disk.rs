@@ -95,6 +95,20 @@ pub(crate) fn finish(done: KVec<crate::ring::Done>) {
     }
 }
 
+/// What the ring is asked to do for a block request of operation `op`
+/// (with `REQ_FUA` if `fua`); `None` for operations the frontend does not
+/// implement.
+pub(crate) fn io_kind(op: ReqOp, fua: bool) -> Option<IoKind> {
+    Some(match op {
+        ReqOp::Read => IoKind::Read,
+        ReqOp::Write => IoKind::Write { fua },
+        ReqOp::Flush => IoKind::Flush,
+        ReqOp::Discard => IoKind::Discard { secure: false },
+        ReqOp::SecureErase => IoKind::Discard { secure: true },
+        _ => return None,
+    })
+}
+
 /// Queue data shared by all hardware queues of a disk.
 pub(crate) struct Queues {
     rings: KVec<Arc<Ring>>,
@@ -116,13 +130,8 @@ impl blkmq::Operations for BlkOps {
         let Some(ring) = qd.rings.get(hctx.index() as usize) else {
             return Err(blkmq::Status::IOERR);
         };
-        let kind = match rq.op() {
-            ReqOp::Read => IoKind::Read,
-            ReqOp::Write => IoKind::Write { fua: false },
-            ReqOp::Flush => IoKind::Flush,
-            ReqOp::Discard => IoKind::Discard { secure: false },
-            ReqOp::SecureErase => IoKind::Discard { secure: true },
-            _ => return Err(blkmq::Status::IOERR),
+        let Some(kind) = io_kind(rq.op(), rq.is_fua()) else {
+            return Err(blkmq::Status::IOERR);
         };
         let sector = rq.sector();
         let nr_sectors = u64::from(rq.sectors());
@@ -201,7 +210,7 @@ impl core::fmt::Debug for StatsView {
                 g.held += gs.held;
                 g.in_use += gs.in_use;
                 g.bytes_copied += gs.bytes_copied;
-                g.deferred_at_teardown += gs.deferred_at_teardown;
+                g.deferred += gs.deferred;
                 bounce |= copy;
             }
         }
@@ -213,6 +222,7 @@ impl core::fmt::Debug for StatsView {
         writeln!(f, "grants_granted: {}", g.granted)?;
         writeln!(f, "grants_revoked: {}", g.revoked)?;
         writeln!(f, "grants_reused: {}", g.reused)?;
+        writeln!(f, "grants_deferred: {}", g.deferred)?;
         writeln!(f, "persistent_grants_held: {}", g.held)?;
         writeln!(f, "grants_in_use: {}", g.in_use)?;
         writeln!(f, "notifications: {}", t.notifications)?;
@@ -223,9 +233,37 @@ impl core::fmt::Debug for StatsView {
     }
 }
 
+/// Test-only fault injection (debugfs `xen_blkfront_rs-<disk>/inject`,
+/// only in kernels with `CONFIG_FAULT_INJECTION`): writing `break` breaks
+/// every ring of the disk as a bad backend response would.
+#[cfg(CONFIG_FAULT_INJECTION)]
+pub(crate) struct FaultInjector {
+    rings: KVec<Arc<Ring>>,
+}
+
+#[cfg(CONFIG_FAULT_INJECTION)]
+impl kernel::debugfs::Reader for FaultInjector {
+    fn read_from_slice(&self, reader: &mut kernel::uaccess::UserSliceReader) -> Result {
+        let mut buf = [0u8; 16];
+        let n = reader.len().min(buf.len());
+        reader.read_slice(buf.get_mut(..n).ok_or(EINVAL)?)?;
+        match buf.get(..n).map(|b| b.trim_ascii_end()) {
+            Some(b"break") => {
+                for r in self.rings.iter() {
+                    r.inject_break();
+                }
+                Ok(())
+            }
+            _ => Err(EINVAL),
+        }
+    }
+}
+
 /// A live disk.
 pub(crate) struct Disk {
     gd: GenDisk<BlkOps>,
+    #[cfg(CONFIG_FAULT_INJECTION)]
+    _inject: Option<Pin<KBox<kernel::debugfs::File<FaultInjector>>>>,
     _stats: Option<Pin<KBox<kernel::debugfs::File<StatsView>>>>,
     _dir: kernel::debugfs::Dir,
     /// Released after the disk (fields drop in order).
@@ -353,18 +391,39 @@ impl Disk {
         };
         let dname = CString::try_from_fmt(fmt!("xen_blkfront_rs-{}", name.as_str()))?;
         let dir = kernel::debugfs::Dir::new(&dname);
-        let mut srings = KVec::with_capacity(rings.len(), GFP_KERNEL)?;
-        for h in rings.iter() {
-            srings.push(h.ring().clone(), GFP_KERNEL)?;
-        }
+        let ring_list = || -> Result<KVec<Arc<Ring>>> {
+            let mut v = KVec::with_capacity(rings.len(), GFP_KERNEL)?;
+            for h in rings.iter() {
+                v.push(h.ring().clone(), GFP_KERNEL)?;
+            }
+            Ok(v)
+        };
         // Statistics are best effort: no debugfs is not an error.
         let stats = KBox::pin_init(
-            dir.read_only_file(c"stats", StatsView { rings: srings }),
+            dir.read_only_file(
+                c"stats",
+                StatsView {
+                    rings: ring_list()?,
+                },
+            ),
+            GFP_KERNEL,
+        )
+        .ok();
+        #[cfg(CONFIG_FAULT_INJECTION)]
+        let inject = KBox::pin_init(
+            dir.write_only_file(
+                c"inject",
+                FaultInjector {
+                    rings: ring_list()?,
+                },
+            ),
             GFP_KERNEL,
         )
         .ok();
         Ok(Self {
             gd,
+            #[cfg(CONFIG_FAULT_INJECTION)]
+            _inject: inject,
             _stats: stats,
             _dir: dir,
             _minors: minors,
@@ -385,6 +444,12 @@ impl Disk {
     /// (`blk_mq_kick_requeue_list`).
     pub(crate) fn resubmit(&self) {
         self.gd.kick_requeue_list();
+    }
+
+    /// Applies a reconnected backend's limits (flush, FUA, discard,
+    /// read-only) to the live queue.
+    pub(crate) fn update_limits(&self, limits: &QueueLimits) -> Result {
+        self.gd.update_limits(limits)
     }
 
     /// Current capacity in sectors.

@@ -185,8 +185,14 @@ impl xenbus::Driver for Blkfront {
             }
             // Closed while we are (back to) Initialising: the backend has
             // not yet seen our reconnect; it will come back via InitWait.
-            State::Closed if matches!(dev.state(), State::Closed | State::Initialising) => {}
-            State::Closing | State::Closed => info.closing(dev),
+            State::Closed if dev.state() == State::Initialising => {}
+            State::Closing => info.closing(dev),
+            State::Closed => {
+                if dev.state() != State::Closed {
+                    info.closing(dev);
+                }
+                info.backend_gone();
+            }
             _ => {}
         }
     }
@@ -208,8 +214,19 @@ impl xenbus::Driver for Blkfront {
         Ok(())
     }
 
+    /// The device goes (unbind, detach, unload). Connected, the disk is
+    /// deleted while the rings still serve it (its last writeback reaches
+    /// the backend). Otherwise (between a resume and the new backend's
+    /// Connected, or after a failed connect) there is nobody to serve it:
+    /// like [`abandon`], new requests and those waiting on the requeue
+    /// list fail, so deleting the disk never waits for a backend that is
+    /// not there.
     fn remove(_dev: &Device, info: Arc<Info>) {
         let mut conn = info.conn.lock();
+        if conn.phase != Phase::Connected {
+            abandon(&mut conn);
+            return;
+        }
         if let Some(disk) = conn.disk.take() {
             disk.remove();
         }
@@ -476,6 +493,17 @@ impl Info {
             {
                 disk.set_capacity(n.sectors);
             }
+            // The new backend may flush, discard or write differently
+            // (`blkif_recover` upstream). Only wider limits get here.
+            if let Err(e) = disk.update_limits(&limits) {
+                pr_warn!(
+                    "blkfront: {}: keeping the old queue limits after reconnect: {:?}\n",
+                    name.as_str(),
+                    e
+                );
+            } else {
+                conn.limits = Some(limits);
+            }
             pr_info!(
                 "blkfront: {}: reconnected to {}: {} rings of {} pages; persistent grants: {}; resubmitting what was in flight\n",
                 name.as_str(),
@@ -516,6 +544,26 @@ impl Info {
             .or_fatal(dev, fmt!("adding disk {}", name.as_str()))?;
         conn.disk = Some(disk);
         Ok(())
+    }
+
+    /// The backend went Closed: it has disconnected from the rings, so a
+    /// request still in flight would never be answered. They fail now
+    /// (upstream leaves them, and removal then hangs).
+    fn backend_gone(&self) {
+        let conn = self.conn.lock();
+        let mut failed = 0u32;
+        for h in conn.rings.iter() {
+            failed = failed.saturating_add(h.ring().fail_in_flight());
+        }
+        if failed != 0 {
+            if let Some(disk) = &conn.disk {
+                pr_warn!(
+                    "blkfront: {}: backend closed with {} requests in flight: failed\n",
+                    disk.name(),
+                    failed
+                );
+            }
+        }
     }
 
     /// Backend Closing/Closed (`blkfront_closing`).

@@ -29,7 +29,6 @@ use crate::blkcore::{
         BLKIF_OP_DISCARD,
         BLKIF_OP_FLUSH_DISKCACHE,
         BLKIF_OP_READ,
-        BLKIF_OP_WRITE,
         BLKIF_OP_WRITE_BARRIER,
         BLKIF_RESPONSE_SIZE,
         BLKIF_RING_ENTRY_SIZE,
@@ -69,11 +68,12 @@ use crate::blkcore::{
         Negotiated, //
     },
     ring::{
+        DrainError,
         FrontRing,
         InFlight,
         RingIdx,
-        RspStatus,
-        SharedRing, //
+        SharedRing,
+        Verdict, //
     },
 };
 use crate::xen::{
@@ -422,8 +422,12 @@ impl RingHandle {
     /// once [`RingHandle::reconnect`] and [`Ring::start`] ran. Until then the
     /// ring refuses new requests as busy.
     pub(crate) fn suspend(&mut self) -> KVec<crate::disk::Rq> {
+        // Data path and notifier first, under the lock: from then on the
+        // handler finds nothing to do and nobody notifies through the
+        // channel that is unbound next.
+        let rqs = self.ring.take_down();
         drop(self.irq.take());
-        self.ring.take_down()
+        rqs
     }
 
     /// Gives a suspended ring new shared pages (`nr_pages`) and a new event
@@ -595,6 +599,11 @@ impl Ring {
         let mut rqs = KVec::new();
         let io = {
             let mut st = self.state.lock();
+            // The event channel is unbound (or about to be): nothing may
+            // notify through it any more, and a batch left unpushed goes
+            // with the requests handed back.
+            st.notifier = Notifier::default();
+            st.pending_push = false;
             st.io.take()
         };
         let Some(mut io) = io else {
@@ -627,22 +636,40 @@ impl Ring {
         rqs
     }
 
+    /// The backend is gone for good (it went Closed): no response will
+    /// come, so every request still in flight fails now instead of hanging
+    /// removal. Returns how many failed.
+    pub(crate) fn fail_in_flight(&self) -> u32 {
+        let mut done = DoneList::new();
+        let failed = {
+            let mut st = self.state.lock();
+            st.io
+                .as_deref_mut()
+                .map_or(0, |io| fail_in_flight(io, &mut done))
+        };
+        done.finish();
+        failed
+    }
+
+    /// Test-only fault injection: the ring breaks as if the backend had
+    /// sent a bad response.
+    #[cfg(CONFIG_FAULT_INJECTION)]
+    pub(crate) fn inject_break(&self) {
+        let mut done = DoneList::new();
+        {
+            let mut st = self.state.lock();
+            if let Some(io) = st.io.as_deref_mut() {
+                disable(io, &mut done, fmt!("fault injected on ring {}", self.index));
+                st.broken = true;
+            }
+        }
+        done.finish();
+    }
+
     /// Lock-protected access for the block glue.
     pub(crate) fn with_state<R>(&self, f: impl FnOnce(&mut RingState) -> R) -> R {
         let mut st = self.state.lock();
         f(&mut st)
-    }
-}
-
-fn rw_op(kind: IoKind, flush: Option<FlushKind>) -> RwOp {
-    match kind {
-        IoKind::Read => RwOp::Read,
-        IoKind::Write { fua: true } => match flush {
-            Some(FlushKind::Barrier) => RwOp::WriteBarrier,
-            Some(FlushKind::Flush) => RwOp::Flush,
-            None => RwOp::Write,
-        },
-        _ => RwOp::Write,
     }
 }
 
@@ -751,6 +778,11 @@ impl RingState {
     /// Consumes the backend's responses (`blkif_interrupt`); finished
     /// requests are appended to `done` (capacity reserved by the caller is
     /// used first; nothing is allocated in the handler beyond it).
+    ///
+    /// Bad backend input disables the ring for good: one line names the
+    /// fault, every request still in flight fails (`BLK_STS_IOERR`) right
+    /// away, and the event channel stays masked. Upstream leaves those
+    /// requests on the ring, where they hang removal and unload forever.
     fn complete(&mut self, done: &mut DoneList) -> Eoi {
         if self.broken {
             return Eoi::None;
@@ -758,39 +790,97 @@ impl RingState {
         let Some(io) = self.io.as_deref_mut() else {
             return Eoi::Spurious;
         };
-        let mut eoi = Eoi::Spurious;
-        loop {
-            let rp = match self.front.response_prod(&mut self.pages) {
-                Ok(rp) => rp,
-                Err(e) => {
-                    pr_alert!(
-                        "xen_blkfront_rs: bad response producer: {:?}; disabled for further use\n",
-                        e
-                    );
-                    self.broken = true;
-                    return Eoi::None;
-                }
-            };
-            while let Some(rsp) = self.front.take_response(&self.pages, rp) {
-                eoi = Eoi::Done;
-                if let Err(msg) = complete_one(io, &rsp, done) {
-                    pr_alert!("xen_blkfront_rs: {}; disabled for further use\n", msg);
-                    self.broken = true;
-                    io.stats.errors += 1;
-                    return Eoi::None;
-                }
-            }
-            if !self.front.final_check_for_responses(&mut self.pages) {
-                break;
+        match drain(io, &mut self.front, &mut self.pages, done) {
+            Drained::Some => Eoi::Done,
+            Drained::Nothing => Eoi::Spurious,
+            Drained::Broken => {
+                self.broken = true;
+                Eoi::None
             }
         }
-        maybe_purge(io);
-        io.stats.interrupts += 1;
-        if matches!(eoi, Eoi::Spurious) {
-            io.stats.spurious_interrupts += 1;
-        }
-        eoi
     }
+}
+
+/// What one pass over the responses found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Drained {
+    /// Responses were consumed.
+    Some,
+    /// None were pending (a spurious event).
+    Nothing,
+    /// The backend broke the protocol; every request in flight was failed.
+    Broken,
+}
+
+/// One pass of the completion loop over `front` on `pages` (the kernel's
+/// granted pages, or a test buffer). See [`FrontRing::drain_responses`]
+/// for the bound.
+fn drain<S: SharedRing>(
+    io: &mut Io,
+    front: &mut FrontRing,
+    pages: &mut S,
+    done: &mut DoneList,
+) -> Drained {
+    let r = front.drain_responses(pages, |rsp| complete_one(io, &rsp, done).map(|_| ()));
+    io.stats.interrupts += 1;
+    match r {
+        Ok(0) => {
+            io.stats.spurious_interrupts += 1;
+            maybe_purge(io);
+            Drained::Nothing
+        }
+        Ok(_) => {
+            maybe_purge(io);
+            Drained::Some
+        }
+        Err(DrainError::Ring(e)) => disable(io, done, fmt!("bad response producer: {e:?}")),
+        Err(DrainError::Response(msg)) => disable(io, done, fmt!("{msg}")),
+        Err(DrainError::Budget) => {
+            disable(io, done, fmt!("more responses than ring slots in one pass"))
+        }
+    }
+}
+
+/// The backend broke the protocol (`why`): one line says so, and every
+/// request in flight fails. The caller marks the ring broken.
+fn disable(io: &mut Io, done: &mut DoneList, why: core::fmt::Arguments<'_>) -> Drained {
+    io.stats.errors += 1;
+    let failed = fail_in_flight(io, done);
+    pr_alert!(
+        "xen_blkfront_rs: {}; disabled for further use, {} requests in flight failed\n",
+        why,
+        failed
+    );
+    Drained::Broken
+}
+
+/// Fails every request in flight (`BLK_STS_IOERR`) and gives its grants
+/// back; those the backend still maps are released when it unmaps them
+/// (deferred, so no page goes back while the backend can reach it).
+/// Returns how many requests there were.
+fn fail_in_flight(io: &mut Io, done: &mut DoneList) -> u32 {
+    let mut failed = 0u32;
+    for id in 0..io.shadow.len() {
+        let Some(s) = io.shadow.get_mut(id) else {
+            break;
+        };
+        let rq = s.rq.take();
+        s.copies.clear();
+        // Grants of this slot, still mapped or not: the pool defers what
+        // the backend holds.
+        let _ = put_grants(io, id);
+        if let Ok(id) = u32::try_from(id) {
+            io.inflight.cancel(id);
+        }
+        if let Some(rq) = rq {
+            failed = failed.saturating_add(1);
+            done.push(Done {
+                rq,
+                status: crate::disk::Status::IoErr,
+            });
+        }
+    }
+    failed
 }
 
 /// Revokes idle persistent grants the backend no longer maps
@@ -868,7 +958,26 @@ fn put_grants(io: &mut Io, id: usize) -> Result<(), &'static str> {
     }
 }
 
-fn complete_one(io: &mut Io, rsp: &BlkifResponse, done: &mut DoneList) -> Result<(), &'static str> {
+/// Gives back the grants of a request that never reached the ring. The
+/// backend was never told of them, so one it maps anyway is hostile: its
+/// release is deferred (the pool ends it like teardown does, the frame
+/// stays with the grant table) and it counts as a backend error.
+fn release_unsent(io: &mut Io, id: usize) {
+    if put_grants(io, id).is_err() {
+        io.stats.errors += 1;
+    }
+    if let Some(s) = io.shadow.get_mut(id) {
+        s.copies.clear();
+    }
+}
+
+/// Completes the request `rsp` answers; returns the status it ends with.
+/// `Err` is the backend's protocol error (the caller disables the ring).
+fn complete_one(
+    io: &mut Io,
+    rsp: &BlkifResponse,
+    done: &mut DoneList,
+) -> Result<crate::disk::Status, &'static str> {
     let c = io.inflight.complete(rsp).map_err(|e| match e {
         crate::blkcore::ring::ResponseError::BadId(_) => "response has incorrect id",
         crate::blkcore::ring::ResponseError::NotInFlight(_) => {
@@ -879,9 +988,9 @@ fn complete_one(io: &mut Io, rsp: &BlkifResponse, done: &mut DoneList) -> Result
         }
     })?;
     let id = c.id as usize;
-    let ok = c.status == RspStatus::Okay;
+    let verdict = Verdict::of(&c, io.shadow.get(id).map_or(0, |s| s.nr_segments));
     // Reads through bounce frames: copy the data back before the grants go.
-    if ok && c.operation == BLKIF_OP_READ && io.n.copy_data {
+    if verdict == Verdict::Ok && c.operation == BLKIF_OP_READ && io.n.copy_data {
         let mut copied = 0u64;
         if let Some(s) = io.shadow.get(id) {
             for cs in s.copies.iter() {
@@ -901,36 +1010,47 @@ fn complete_one(io: &mut Io, rsp: &BlkifResponse, done: &mut DoneList) -> Result
         }
         let _ = io.pool.account_copy(copied);
     }
-    put_grants(io, id)?;
+    let grants = put_grants(io, id);
     let Some(s) = io.shadow.get_mut(id) else {
         return Err("shadow id out of range");
     };
     s.copies.clear();
-    let empty = s.nr_segments == 0;
-    let status = match c.status {
-        RspStatus::Okay => crate::disk::Status::Ok,
-        // Like upstream: a backend may withdraw flush/barrier support; the
-        // flush then completes as a no-op (the data was written).
-        RspStatus::NotSupported | RspStatus::Error
-            if matches!(
-                c.operation,
-                BLKIF_OP_FLUSH_DISKCACHE | BLKIF_OP_WRITE_BARRIER
-            ) && empty =>
-        {
-            pr_warn!("xen_blkfront_rs: empty flush op failed at the backend\n");
-            crate::disk::Status::Ok
+    let rq = s.rq.take();
+    let status = match verdict {
+        Verdict::Ok => crate::disk::Status::Ok,
+        Verdict::IoError => crate::disk::Status::IoErr,
+        Verdict::FlushWithdrawn { with_data } => {
+            // Once per ring: later flushes no longer reach the backend.
+            if io.n.flush.take().is_some() {
+                let what = if c.operation == BLKIF_OP_WRITE_BARRIER {
+                    "a barrier"
+                } else {
+                    "a cache flush"
+                };
+                pr_warn!(
+                    "xen_blkfront_rs: backend refused {}: flushes disabled (FUA writes go out as plain writes)\n",
+                    what
+                );
+            }
+            if with_data {
+                crate::disk::Status::IoErr
+            } else {
+                crate::disk::Status::Ok
+            }
         }
-        RspStatus::NotSupported if c.operation == BLKIF_OP_DISCARD => {
-            pr_warn!("xen_blkfront_rs: discard not supported by the backend\n");
+        Verdict::DiscardWithdrawn => {
+            if io.n.discard.take().is_some() {
+                pr_warn!("xen_blkfront_rs: backend refused a discard: discards disabled\n");
+            }
             crate::disk::Status::NotSupp
         }
-        _ => crate::disk::Status::IoErr,
     };
-    let _ = s.op;
-    if let Some(rq) = s.rq.take() {
+    if let Some(rq) = rq {
         done.push(Done { rq, status });
     }
-    Ok(())
+    // The request is ended either way; a grant the backend kept (without
+    // persistent grants) is a protocol error that disables the ring.
+    grants.map(|()| status)
 }
 
 fn put_entry(front: &mut FrontRing, pages: &mut SharedPages, entry: &RingEntryBytes) -> bool {
@@ -974,7 +1094,7 @@ fn finish_queue(
     entry: &RingEntryBytes,
 ) -> Result<(), (crate::disk::Rq, QueueError)> {
     if !put_entry(front, pages, entry) {
-        let _ = put_grants(io, id as usize);
+        release_unsent(io, id as usize);
         io.inflight.cancel(id);
         return Err((rq, QueueError::Busy));
     }
@@ -1030,7 +1150,10 @@ fn queue_rw(
         Err(_) => return Err((rq, QueueError::Io)),
     };
     let nr = summary.nr_segments;
-    let op = rw_op(kind, io.n.flush);
+    let op = match kind {
+        IoKind::Write { fua } => RwOp::for_data(true, fua, io.n.flush),
+        _ => RwOp::for_data(false, false, io.n.flush),
+    };
     let lay = match layout(nr, if io.n.indirect_segments != 0 { max } else { 0 }) {
         Ok(l) => l,
         Err(_) => return Err((rq, QueueError::Io)),
@@ -1157,10 +1280,7 @@ fn queue_rw(
         encode_direct(&hdr, &io.segs).ok()
     };
     let Some(entry) = entry else {
-        let _ = put_grants(io, idu);
-        if let Some(s) = io.shadow.get_mut(idu) {
-            s.copies.clear();
-        }
+        release_unsent(io, idu);
         io.inflight.cancel(id);
         return Err((rq, QueueError::Busy));
     };
@@ -1170,7 +1290,6 @@ fn queue_rw(
     if indirect {
         io.stats.indirect_requests += 1;
     }
-    let _ = BLKIF_OP_WRITE;
     finish_queue(io, front, pages, rq, id, rsp_op, nr, &entry)
 }
 
@@ -1187,35 +1306,91 @@ impl Handler for Ring {
 }
 
 /// Hooks for the KUnit suite: feed fabricated backend responses to the
-/// completion glue of a ring-less data path.
+/// completion glue of a data path on a ring in plain memory (the same
+/// `drain` the interrupt handler runs on the granted pages).
 #[cfg(CONFIG_KUNIT)]
 pub(crate) mod test_hooks {
     use super::*;
+    use crate::blkcore::ring::SliceRing;
 
     /// A data path for a 1-page ring (32 slots) after negotiation `n`.
-    pub(crate) struct TestIo(KBox<Io>);
+    pub(crate) struct TestIo {
+        io: KBox<Io>,
+        front: FrontRing,
+        mem: KVec<u8>,
+    }
 
     impl TestIo {
         pub(crate) fn new(n: &Negotiated) -> Result<Self> {
-            Ok(Self(Io::new(n, 0, 0, 32, n.segments_per_request)?))
+            let mut mem = KVec::new();
+            mem.extend_from_slice(&[0u8; XEN_PAGE_SIZE as usize], GFP_KERNEL)?;
+            let mut front = FrontRing::new(1).map_err(|_| EINVAL)?;
+            front.init_shared(&mut SliceRing::new(&mut mem));
+            Ok(Self {
+                io: Io::new(n, 0, 0, 32, n.segments_per_request)?,
+                front,
+                mem,
+            })
         }
 
-        /// Marks a request id as in flight with response operation `op`.
-        pub(crate) fn alloc(&mut self, op: u8) -> Option<u32> {
-            self.0.inflight.alloc(op, false)
+        /// Marks a request id as in flight with response operation `op`
+        /// and `nr_segments` data segments, and puts a slot for it on the
+        /// ring (as `queue` would).
+        pub(crate) fn alloc(&mut self, op: u8, nr_segments: u32) -> Option<u32> {
+            let id = self.io.inflight.alloc(op, false)?;
+            self.io.shadow.get_mut(id as usize)?.nr_segments = nr_segments;
+            self.front
+                .put_request(&mut SliceRing::new(&mut self.mem), &[0u8; 112])
+                .ok()?;
+            Some(id)
         }
 
-        /// Runs the completion glue on `rsp`: `Err` is the one message a
-        /// broken backend gets before the device is disabled.
-        pub(crate) fn complete(&mut self, rsp: &BlkifResponse) -> Result<usize, &'static str> {
+        /// Requests in flight.
+        pub(crate) fn in_flight(&self) -> u32 {
+            self.io.inflight.waiting()
+        }
+
+        /// Runs the completion glue on `rsp` alone: the status the request
+        /// ends with, or the one message a broken backend gets before the
+        /// ring is disabled.
+        pub(crate) fn complete(
+            &mut self,
+            rsp: &BlkifResponse,
+        ) -> Result<crate::disk::Status, &'static str> {
             let mut done = DoneList::new();
-            complete_one(&mut self.0, rsp, &mut done)?;
-            Ok(done.len)
+            complete_one(&mut self.io, rsp, &mut done)
+        }
+
+        /// The backend publishes `rsp` on the ring; then the interrupt
+        /// handler's pass runs.
+        pub(crate) fn respond_and_drain(&mut self, rsp: &BlkifResponse) -> Drained {
+            let ring = SliceRing::new(&mut self.mem);
+            let prod = ring.load_rsp_prod();
+            let slot = prod & (self.front.size() - 1);
+            if let Some(off) = crate::blkcore::blkif::sring_entry_offset(slot) {
+                if let Some(b) = self.mem.get_mut(off..off + 16) {
+                    b.copy_from_slice(&rsp.encode());
+                }
+            }
+            let mut ring = SliceRing::new(&mut self.mem);
+            ring.store_rsp_prod(prod.wrapping_add(1));
+            let mut done = DoneList::new();
+            drain(&mut self.io, &mut self.front, &mut ring, &mut done)
+        }
+
+        /// Whether a flush would still reach the backend.
+        pub(crate) fn flushes(&self) -> bool {
+            self.io.n.flush.is_some()
+        }
+
+        /// Whether a discard would still reach the backend.
+        pub(crate) fn discards(&self) -> bool {
+            self.io.n.discard.is_some()
         }
 
         /// Grant pool counters.
         pub(crate) fn grant_stats(&self) -> GrantStats {
-            self.0.pool.stats()
+            self.io.pool.stats()
         }
     }
 }

@@ -319,34 +319,40 @@ mod tests {
     }
 
     #[test]
-    fn bad_responses_disable_the_ring() -> Result {
+    fn bad_responses_fail_what_is_in_flight_and_disable_the_ring() -> Result {
+        use super::ring::Drained;
+        // Each kind of bad response, on a fresh data path with two
+        // requests in flight: the pass reports a broken ring, and nothing
+        // is left in flight or holding a grant.
+        let bad = |first: u32| -> [BlkifResponse; 4] {
+            [
+                rsp(5000, blkif::BLKIF_OP_READ, 0),
+                rsp(u64::from(first) + 7, blkif::BLKIF_OP_READ, 0),
+                rsp(u64::from(first), blkif::BLKIF_OP_WRITE, 0),
+                rsp(u64::MAX, blkif::BLKIF_OP_READ, 0),
+            ]
+        };
+        for i in 0..4 {
+            let n = nego(GOOD)?.map_err(|_| EINVAL)?;
+            let mut io = TestIo::new(&n)?;
+            let first = io.alloc(blkif::BLKIF_OP_READ, 1).ok_or(EINVAL)?;
+            io.alloc(blkif::BLKIF_OP_READ, 1).ok_or(EINVAL)?;
+            assert_eq!(io.in_flight(), 2);
+            let r = bad(first).get(i).copied().ok_or(EINVAL)?;
+            assert_eq!(io.respond_and_drain(&r), Drained::Broken);
+            assert_eq!(io.in_flight(), 0);
+            assert_eq!(io.grant_stats().in_use, 0);
+        }
+        // The right response completes; a duplicate breaks the ring.
         let n = nego(GOOD)?.map_err(|_| EINVAL)?;
-        let mut io = TestIo::new(&n).map_err(|_| EINVAL)?;
-        let id = io.alloc(blkif::BLKIF_OP_READ).ok_or(EINVAL)?;
-        // Id out of range, id not in flight, wrong operation: all errors,
-        // none panics.
-        assert_eq!(
-            io.complete(&rsp(5000, blkif::BLKIF_OP_READ, 0)),
-            Err("response has incorrect id")
-        );
-        assert_eq!(
-            io.complete(&rsp(u64::from(id) + 1, blkif::BLKIF_OP_READ, 0)),
-            Err("response references no pending request")
-        );
-        assert_eq!(
-            io.complete(&rsp(u64::from(id), blkif::BLKIF_OP_WRITE, 0)),
-            Err("response has wrong operation")
-        );
-        // The right response completes; a duplicate is rejected.
-        assert_eq!(
-            io.complete(&rsp(u64::from(id), blkif::BLKIF_OP_READ, 0)),
-            Ok(0)
-        );
-        assert_eq!(
-            io.complete(&rsp(u64::from(id), blkif::BLKIF_OP_READ, 0)),
-            Err("response references no pending request")
-        );
-        assert_eq!(io.grant_stats().in_use, 0);
+        let mut io = TestIo::new(&n)?;
+        let id = io.alloc(blkif::BLKIF_OP_READ, 1).ok_or(EINVAL)?;
+        io.alloc(blkif::BLKIF_OP_READ, 1).ok_or(EINVAL)?;
+        let good = rsp(u64::from(id), blkif::BLKIF_OP_READ, 0);
+        assert_eq!(io.respond_and_drain(&good), Drained::Some);
+        assert_eq!(io.in_flight(), 1);
+        assert_eq!(io.respond_and_drain(&good), Drained::Broken);
+        assert_eq!(io.in_flight(), 0);
         Ok(())
     }
 
@@ -381,13 +387,66 @@ mod tests {
 
     #[test]
     fn unknown_status_is_an_io_error_not_a_panic() -> Result {
+        use super::disk::Status;
         let n = nego(GOOD)?.map_err(|_| EINVAL)?;
-        let mut io = TestIo::new(&n).map_err(|_| EINVAL)?;
-        let id = io.alloc(blkif::BLKIF_OP_FLUSH_DISKCACHE).ok_or(EINVAL)?;
-        assert_eq!(
-            io.complete(&rsp(u64::from(id), blkif::BLKIF_OP_FLUSH_DISKCACHE, 0x7fff)),
-            Ok(0)
-        );
+        let mut io = TestIo::new(&n)?;
+        for op in [
+            blkif::BLKIF_OP_FLUSH_DISKCACHE,
+            blkif::BLKIF_OP_READ,
+            blkif::BLKIF_OP_WRITE,
+        ] {
+            let id = io.alloc(op, 0).ok_or(EINVAL)?;
+            assert_eq!(
+                io.complete(&rsp(u64::from(id), op, 0x7fff)),
+                Ok(Status::IoErr)
+            );
+        }
+        assert!(io.flushes());
         Ok(())
+    }
+
+    #[test]
+    fn refused_flush_and_discard_turn_the_feature_off() -> Result {
+        use super::disk::Status;
+        let eopnotsupp = -2;
+        let n = nego(&with(&[("feature-discard", "1")])?)?.map_err(|_| EINVAL)?;
+        let mut io = TestIo::new(&n)?;
+        assert!(io.flushes() && io.discards());
+        // A failed empty flush is an error, and the feature stays.
+        let id = io.alloc(blkif::BLKIF_OP_FLUSH_DISKCACHE, 0).ok_or(EINVAL)?;
+        let r = rsp(u64::from(id), blkif::BLKIF_OP_FLUSH_DISKCACHE, -1);
+        assert_eq!(io.complete(&r), Ok(Status::IoErr));
+        assert!(io.flushes());
+        // An unsupported one completes (nothing to flush at a backend that
+        // cannot) and later flushes no longer go out.
+        let id = io.alloc(blkif::BLKIF_OP_FLUSH_DISKCACHE, 0).ok_or(EINVAL)?;
+        let r = rsp(u64::from(id), blkif::BLKIF_OP_FLUSH_DISKCACHE, eopnotsupp);
+        assert_eq!(io.complete(&r), Ok(Status::Ok));
+        assert!(!io.flushes());
+        // A refused discard ends EOPNOTSUPP and turns discard off.
+        let id = io.alloc(blkif::BLKIF_OP_DISCARD, 0).ok_or(EINVAL)?;
+        let r = rsp(u64::from(id), blkif::BLKIF_OP_DISCARD, eopnotsupp);
+        assert_eq!(io.complete(&r), Ok(Status::NotSupp));
+        assert!(!io.discards());
+        Ok(())
+    }
+
+    #[test]
+    fn fua_writes_reach_the_ring_as_fua() {
+        use super::blkmq::ReqOp;
+        use super::ring::IoKind;
+        assert_eq!(
+            super::disk::io_kind(ReqOp::Write, true),
+            Some(IoKind::Write { fua: true })
+        );
+        assert_eq!(
+            super::disk::io_kind(ReqOp::Write, false),
+            Some(IoKind::Write { fua: false })
+        );
+        assert_eq!(
+            super::disk::io_kind(ReqOp::Flush, false),
+            Some(IoKind::Flush)
+        );
+        assert_eq!(super::disk::io_kind(ReqOp::WriteZeroes, false), None);
     }
 }

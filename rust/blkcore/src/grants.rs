@@ -97,9 +97,6 @@ enum EntryState {
     Free,
     /// Handed out by `get`.
     InUse,
-    /// Non-persistent grant the backend refused to release: kept out of
-    /// circulation until teardown.
-    Stuck,
 }
 
 const NIL: u32 = u32::MAX;
@@ -182,8 +179,11 @@ pub struct GrantStats {
     pub in_use: u32,
     /// Bytes copied to or from bounce frames (reported by the caller).
     pub bytes_copied: u64,
-    /// Grants still mapped by the backend at teardown (release deferred).
-    pub deferred_at_teardown: u64,
+    /// Grants still mapped by the backend when they were ended, at
+    /// teardown or on a completion without persistent grants (release
+    /// deferred to the grant table, which keeps the frame until the
+    /// backend unmaps it).
+    pub deferred: u64,
 }
 
 /// The pool. See the module documentation.
@@ -379,8 +379,9 @@ where
     /// Gives a grant back after its request completed (the grant loop of
     /// `blkif_completion`): if the backend unmapped it, access ends and
     /// the entry goes to the tail; if it still maps it, the entry goes to
-    /// the head in persistent mode, and is an error otherwise (the entry
-    /// is then parked until [`teardown`](Self::teardown)).
+    /// the head in persistent mode, and is an error otherwise (its release is
+    /// then deferred like [`teardown`](Self::teardown)'s and the entry is
+    /// free again).
     pub fn put<G: GrantOps<Frame = F>>(
         &mut self,
         ops: &mut G,
@@ -403,9 +404,17 @@ where
             self.push_front(h.0);
             Ok(PutOutcome::Kept)
         } else {
+            // Backend error, but the frame must not go back to its owner
+            // while the backend can still reach it: end the grant with a
+            // deferred release (the grant table keeps the frame until the
+            // backend unmaps it) and free the entry, as teardown does.
+            ops.end_access(e.gref);
             if let Some(x) = self.entries_mut().get_mut(h.0 as usize) {
-                x.state = EntryState::Stuck;
+                x.gref = INVALID_GRANT_REF;
             }
+            self.stats.revoked = self.stats.revoked.saturating_add(1);
+            self.stats.deferred = self.stats.deferred.saturating_add(1);
+            self.push_back(h.0);
             Err(GrantError::StillMapped(e.gref))
         }
     }
@@ -481,10 +490,7 @@ where
         }
         self.stats.held = 0;
         self.stats.in_use = 0;
-        self.stats.deferred_at_teardown = self
-            .stats
-            .deferred_at_teardown
-            .saturating_add(u64::from(deferred));
+        self.stats.deferred = self.stats.deferred.saturating_add(u64::from(deferred));
         deferred
     }
 }

@@ -229,7 +229,11 @@ pub fn xen_limits(n: &Negotiated) -> QueueLimits {
         rotational: None,
         read_only: n.read_only(),
         write_cache: n.flush.is_some(),
-        fua: n.flush == Some(FlushKind::Barrier),
+        // FUA rides on a barrier, which only a direct request can carry
+        // (`indirect_op` is read or write). With indirect descriptors the
+        // block layer emulates FUA instead: the write, then an empty
+        // barrier, which is as durable.
+        fua: n.flush == Some(FlushKind::Barrier) && n.indirect_segments == 0,
     }
 }
 

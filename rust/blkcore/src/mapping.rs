@@ -26,6 +26,7 @@ use super::blkif::{
     SEGS_PER_INDIRECT_FRAME, XEN_PAGE_SIZE,
 };
 use super::grants::GrantRef;
+use super::negotiate::FlushKind;
 
 /// Part of a request's data: `len` bytes at `offset` in `page`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -195,6 +196,21 @@ impl RwOp {
             Self::Write => BLKIF_OP_WRITE,
             Self::WriteBarrier => BLKIF_OP_WRITE_BARRIER,
             Self::Flush => BLKIF_OP_FLUSH_DISKCACHE,
+        }
+    }
+
+    /// The operation of a data request (`blkif_queue_rw_req`). A write
+    /// with `REQ_FUA` goes out as a barrier when the backend offers only
+    /// barriers (a barrier is a superset of FUA; the queue advertises FUA
+    /// only then, see `limits`), as a flush-with-data when it flushes, and
+    /// as a plain write when it offers neither (or withdrew it at run
+    /// time: there is nothing more durable to ask for).
+    pub fn for_data(write: bool, fua: bool, flush: Option<FlushKind>) -> Self {
+        match (write, fua, flush) {
+            (false, _, _) => Self::Read,
+            (true, true, Some(FlushKind::Barrier)) => Self::WriteBarrier,
+            (true, true, Some(FlushKind::Flush)) => Self::Flush,
+            (true, _, _) => Self::Write,
         }
     }
 

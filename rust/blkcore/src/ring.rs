@@ -259,6 +259,61 @@ impl FrontRing {
     }
 }
 
+/// Why [`FrontRing::drain_responses`] stopped before the ring was empty.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DrainError<E> {
+    /// The backend's `rsp_prod` is impossible.
+    Ring(RingError),
+    /// The caller rejected a response.
+    Response(E),
+    /// More responses in one pass than slots in the ring. Unreachable for
+    /// any backend, conforming or not, while the caller's lock keeps new
+    /// requests off the ring ([`FrontRing::response_prod`] never admits
+    /// more responses than requests in flight); kept as the loop's hard
+    /// bound so that an interrupt handler can never spin.
+    Budget,
+}
+
+impl FrontRing {
+    /// The completion loop of `blkif_interrupt`: consumes every response
+    /// up to the backend's `rsp_prod`, hands each to `f`, then arms
+    /// `rsp_event` (`RING_FINAL_CHECK_FOR_RESPONSES`) and goes round again
+    /// if more arrived meanwhile. Returns how many responses `f` took.
+    ///
+    /// Bounded: at most [`size`](Self::size) responses per call (each one
+    /// advances `rsp_cons`, which `response_prod` keeps behind
+    /// `req_prod_pvt`), so a backend that keeps moving `rsp_prod` ends the
+    /// loop with an error instead of holding the CPU. On any error the
+    /// caller must stop using the ring.
+    pub fn drain_responses<S: SharedRing, E>(
+        &mut self,
+        s: &mut S,
+        mut f: impl FnMut(BlkifResponse) -> Result<(), E>,
+    ) -> Result<u32, DrainError<E>> {
+        let budget = self.nr_ents;
+        let mut taken = 0u32;
+        loop {
+            let rp = self.response_prod(s).map_err(DrainError::Ring)?;
+            while self.rsp_cons != rp {
+                if taken >= budget {
+                    return Err(DrainError::Budget);
+                }
+                taken += 1;
+                // A slot that does not decode is still consumed: `f` gets
+                // a response with an impossible id instead.
+                let rsp = self.take_response(s, rp).unwrap_or(BlkifResponse {
+                    id: u64::MAX,
+                    ..BlkifResponse::default()
+                });
+                f(rsp).map_err(DrainError::Response)?;
+            }
+            if !self.final_check_for_responses(s) {
+                return Ok(taken);
+            }
+        }
+    }
+}
+
 /// [`SharedRing`] over a byte buffer laid out like the shared ring pages
 /// (header, then 112-byte slots). For host tests, the simulator and fuzzing;
 /// barriers are `SeqCst` fences.
@@ -382,6 +437,51 @@ pub struct Completion {
     pub indirect: bool,
     /// The status.
     pub status: RspStatus,
+}
+
+/// What a valid response means for the block layer
+/// (`blkif_interrupt`'s per-operation cases).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Done (`BLK_STS_OK`).
+    Ok,
+    /// Failed (`BLK_STS_IOERR`).
+    IoError,
+    /// The backend does not flush (any more): from now on flushes complete
+    /// without reaching it and FUA writes go out as plain writes, like
+    /// upstream. An empty flush then completes as done (the cache the
+    /// backend cannot flush is not ours to flush); one that carried data
+    /// fails, since the data may not have been written.
+    FlushWithdrawn {
+        /// The request carried data segments.
+        with_data: bool,
+    },
+    /// The backend does not discard (any more): this one ends with
+    /// `BLK_STS_NOTSUPP` and later discards fail without reaching it.
+    DiscardWithdrawn,
+}
+
+impl Verdict {
+    /// The verdict on `c`, a request of `nr_segments` data segments.
+    ///
+    /// Unlike upstream, an empty flush answered `BLKIF_RSP_ERROR` fails:
+    /// upstream reports it as done (old backends answered an unsupported
+    /// barrier that way), which tells the file system that data reached
+    /// stable storage when the backend said it did not.
+    pub fn of(c: &Completion, nr_segments: u32) -> Self {
+        let flush = matches!(
+            c.operation,
+            BLKIF_OP_FLUSH_DISKCACHE | BLKIF_OP_WRITE_BARRIER
+        );
+        match c.status {
+            RspStatus::Okay => Self::Ok,
+            RspStatus::NotSupported if flush => Self::FlushWithdrawn {
+                with_data: nr_segments != 0,
+            },
+            RspStatus::NotSupported if c.operation == BLKIF_OP_DISCARD => Self::DiscardWithdrawn,
+            _ => Self::IoError,
+        }
+    }
 }
 
 /// Why a response was rejected. Each means a broken or hostile backend.

@@ -287,3 +287,29 @@ proptest! {
         prop_assert_eq!(s.nr_sectors, total);
     }
 }
+
+#[test]
+fn fua_writes_become_barriers_only_on_barrier_backends() {
+    use blkcore::negotiate::FlushKind;
+    assert_eq!(
+        RwOp::for_data(true, true, Some(FlushKind::Barrier)),
+        RwOp::WriteBarrier
+    );
+    assert_eq!(
+        RwOp::for_data(true, true, Some(FlushKind::Flush)),
+        RwOp::Flush
+    );
+    assert_eq!(RwOp::for_data(true, true, None), RwOp::Write);
+    assert_eq!(
+        RwOp::for_data(true, false, Some(FlushKind::Barrier)),
+        RwOp::Write
+    );
+    assert_eq!(
+        RwOp::for_data(false, true, Some(FlushKind::Barrier)),
+        RwOp::Read
+    );
+    assert_eq!(
+        RwOp::for_data(true, true, Some(FlushKind::Barrier)).wire(),
+        BLKIF_OP_WRITE_BARRIER
+    );
+}

@@ -241,3 +241,243 @@ proptest! {
         fuzz_entry(&data);
     }
 }
+
+/// A backend that moves `rsp_prod` on every look: each load returns one
+/// more than the last (a response "storm"), over valid-looking slots.
+struct StormRing<'a> {
+    inner: SliceRing<'a>,
+    rsp_prod: u32,
+}
+
+impl SharedRing for StormRing<'_> {
+    fn load_req_prod(&self) -> RingIdx {
+        self.inner.load_req_prod()
+    }
+    fn store_req_prod(&mut self, v: RingIdx) {
+        self.inner.store_req_prod(v)
+    }
+    fn load_req_event(&self) -> RingIdx {
+        self.inner.load_req_event()
+    }
+    fn load_rsp_prod(&self) -> RingIdx {
+        self.rsp_prod
+    }
+    fn store_rsp_event(&mut self, v: RingIdx) {
+        self.inner.store_rsp_event(v);
+        // Every final check finds a new response.
+        self.rsp_prod = self.rsp_prod.wrapping_add(1);
+    }
+    fn store_req_event(&mut self, v: RingIdx) {
+        self.inner.store_req_event(v)
+    }
+    fn store_rsp_prod(&mut self, v: RingIdx) {
+        self.inner.store_rsp_prod(v)
+    }
+    fn write_entry(&mut self, slot: u32, entry: &RingEntryBytes) {
+        self.inner.write_entry(slot, entry)
+    }
+    fn read_response(&self, slot: u32) -> [u8; BLKIF_RESPONSE_SIZE] {
+        self.inner.read_response(slot)
+    }
+    fn wmb(&mut self) {}
+    fn rmb(&mut self) {}
+    fn mb(&mut self) {}
+}
+
+#[test]
+fn drain_consumes_all_and_rearms() {
+    let mut mem = page();
+    let mut ring = FrontRing::new(1).unwrap();
+    {
+        let mut s = SliceRing::new(&mut mem);
+        ring.init_shared(&mut s);
+        for _ in 0..5 {
+            ring.put_request(&mut s, &[0; 112]).unwrap();
+        }
+        ring.push_requests_and_check_notify(&mut s);
+    }
+    for id in 0..3 {
+        respond(&mut mem, &rsp(id, BLKIF_OP_READ, 0), true);
+    }
+    let mut s = SliceRing::new(&mut mem);
+    let mut seen = Vec::new();
+    let n = ring
+        .drain_responses(&mut s, |r| {
+            seen.push(r.id);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+    assert_eq!((n, seen), (3, vec![0, 1, 2]));
+    // rsp_event armed for the next response.
+    assert_eq!(u32::from_le_bytes(mem[12..16].try_into().unwrap()), 4);
+}
+
+#[test]
+fn drain_stops_at_the_first_rejected_response() {
+    let mut mem = page();
+    let mut ring = FrontRing::new(1).unwrap();
+    {
+        let mut s = SliceRing::new(&mut mem);
+        ring.init_shared(&mut s);
+        for _ in 0..4 {
+            ring.put_request(&mut s, &[0; 112]).unwrap();
+        }
+    }
+    for id in 0..4 {
+        respond(&mut mem, &rsp(id, BLKIF_OP_READ, 0), true);
+    }
+    let mut s = SliceRing::new(&mut mem);
+    let mut calls = 0;
+    let r = ring.drain_responses(&mut s, |r| {
+        calls += 1;
+        if r.id == 1 {
+            Err("bad")
+        } else {
+            Ok(())
+        }
+    });
+    assert_eq!((r, calls), (Err(DrainError::Response("bad")), 2));
+}
+
+#[test]
+fn drain_is_bounded_by_the_ring_under_a_response_storm() {
+    // Even if every response were accepted, a backend that keeps moving
+    // rsp_prod cannot hold the (interrupt) loop: it ends after at most one
+    // ring's worth, with an error that disables the ring.
+    let mut mem = page();
+    let mut ring = FrontRing::new(1).unwrap();
+    {
+        let mut s = SliceRing::new(&mut mem);
+        ring.init_shared(&mut s);
+        for _ in 0..32 {
+            ring.put_request(&mut s, &[0; 112]).unwrap();
+        }
+    }
+    let mut s = StormRing {
+        inner: SliceRing::new(&mut mem),
+        rsp_prod: 1,
+    };
+    let mut calls = 0u32;
+    let r = ring.drain_responses(&mut s, |_| {
+        calls += 1;
+        Ok::<(), ()>(())
+    });
+    assert!(r.is_err(), "{r:?}");
+    assert!(calls <= 32, "{calls} responses in one pass");
+}
+
+proptest! {
+    /// Whatever the backend does to rsp_prod between looks, one drain
+    /// takes at most a ring's worth of responses.
+    #[test]
+    fn drain_never_exceeds_the_ring(prods in proptest::collection::vec(any::<u32>(), 1..64), queued in 0u32..=32) {
+        let mut mem = page();
+        let mut ring = FrontRing::new(1).unwrap();
+        {
+            let mut s = SliceRing::new(&mut mem);
+            ring.init_shared(&mut s);
+            for _ in 0..queued {
+                ring.put_request(&mut s, &[0; 112]).unwrap();
+            }
+        }
+        let mut s = ScriptedRing { inner: SliceRing::new(&mut mem), prods, next: std::cell::Cell::new(0) };
+        let mut calls = 0u32;
+        let _ = ring.drain_responses(&mut s, |_| { calls += 1; Ok::<(), ()>(()) });
+        prop_assert!(calls <= queued);
+    }
+}
+
+/// A backend whose `rsp_prod` follows a script, one value per load.
+struct ScriptedRing<'a> {
+    inner: SliceRing<'a>,
+    prods: Vec<u32>,
+    next: std::cell::Cell<usize>,
+}
+
+impl SharedRing for ScriptedRing<'_> {
+    fn load_req_prod(&self) -> RingIdx {
+        self.inner.load_req_prod()
+    }
+    fn store_req_prod(&mut self, v: RingIdx) {
+        self.inner.store_req_prod(v)
+    }
+    fn load_req_event(&self) -> RingIdx {
+        self.inner.load_req_event()
+    }
+    fn load_rsp_prod(&self) -> RingIdx {
+        let i = self.next.get();
+        self.next.set(i + 1);
+        self.prods.get(i % self.prods.len()).copied().unwrap_or(0)
+    }
+    fn store_rsp_event(&mut self, v: RingIdx) {
+        self.inner.store_rsp_event(v)
+    }
+    fn store_req_event(&mut self, v: RingIdx) {
+        self.inner.store_req_event(v)
+    }
+    fn store_rsp_prod(&mut self, v: RingIdx) {
+        self.inner.store_rsp_prod(v)
+    }
+    fn write_entry(&mut self, slot: u32, entry: &RingEntryBytes) {
+        self.inner.write_entry(slot, entry)
+    }
+    fn read_response(&self, slot: u32) -> [u8; BLKIF_RESPONSE_SIZE] {
+        self.inner.read_response(slot)
+    }
+    fn wmb(&mut self) {}
+    fn rmb(&mut self) {}
+    fn mb(&mut self) {}
+}
+
+#[test]
+fn verdicts_follow_operation_and_status() {
+    let c = |operation, status| Completion {
+        id: 0,
+        operation,
+        indirect: false,
+        status,
+    };
+    assert_eq!(
+        Verdict::of(&c(BLKIF_OP_READ, RspStatus::Okay), 3),
+        Verdict::Ok
+    );
+    assert_eq!(
+        Verdict::of(&c(BLKIF_OP_READ, RspStatus::Error), 3),
+        Verdict::IoError
+    );
+    assert_eq!(
+        Verdict::of(&c(BLKIF_OP_WRITE, RspStatus::Unknown(0x7fff)), 1),
+        Verdict::IoError
+    );
+    // A backend that cannot flush withdraws the feature; an empty flush
+    // completes, one with data fails.
+    for op in [BLKIF_OP_FLUSH_DISKCACHE, BLKIF_OP_WRITE_BARRIER] {
+        assert_eq!(
+            Verdict::of(&c(op, RspStatus::NotSupported), 0),
+            Verdict::FlushWithdrawn { with_data: false }
+        );
+        assert_eq!(
+            Verdict::of(&c(op, RspStatus::NotSupported), 2),
+            Verdict::FlushWithdrawn { with_data: true }
+        );
+        // A flush that failed is an error, never a success.
+        assert_eq!(Verdict::of(&c(op, RspStatus::Error), 0), Verdict::IoError);
+        assert_eq!(
+            Verdict::of(&c(op, RspStatus::Unknown(-7)), 0),
+            Verdict::IoError
+        );
+    }
+    assert_eq!(
+        Verdict::of(&c(BLKIF_OP_DISCARD, RspStatus::NotSupported), 0),
+        Verdict::DiscardWithdrawn
+    );
+    assert_eq!(
+        Verdict::of(&c(BLKIF_OP_DISCARD, RspStatus::Error), 0),
+        Verdict::IoError
+    );
+    // EOPNOTSUPP for a read or write is an I/O error.
+    assert_eq!(
+        Verdict::of(&c(BLKIF_OP_WRITE, RspStatus::NotSupported), 1),
+        Verdict::IoError
+    );
+}

@@ -76,6 +76,35 @@ fn xen_direct_barrier_readonly_extension_keys() {
 }
 
 #[test]
+fn xen_fua_only_where_a_barrier_can_carry_it() {
+    // Barrier-only backend with indirect descriptors: a FUA write may need
+    // an indirect request, which cannot be a barrier, so no FUA (the block
+    // layer then sends write + empty barrier).
+    let pairs = [
+        ("sectors", "8"),
+        ("info", "0"),
+        ("sector-size", "512"),
+        ("feature-barrier", "1"),
+        ("feature-max-indirect-segments", "256"),
+    ];
+    let n = neg(&pairs, &FrontendParams::default());
+    assert_eq!(n.flush, Some(FlushKind::Barrier));
+    assert!(n.indirect_segments > 0);
+    let l = xen_limits(&n);
+    assert!(l.write_cache && !l.fua);
+    // A flush-cache backend never gets FUA either.
+    let pairs = [
+        ("sectors", "8"),
+        ("info", "0"),
+        ("sector-size", "512"),
+        ("feature-barrier", "1"),
+        ("feature-flush-cache", "1"),
+    ];
+    let l = xen_limits(&neg(&pairs, &FrontendParams::default()));
+    assert!(l.write_cache && !l.fua);
+}
+
+#[test]
 fn xen_limits_saturate_on_hand_built_input() {
     let mut n = neg(
         &[("sectors", "8"), ("info", "0"), ("sector-size", "512")],

@@ -1,0 +1,47 @@
+#!/bin/bash
+# The debug test kernel (KASAN, lockdep, DEBUG_ATOMIC_SLEEP, debugobjects,
+# kmemleak: .config.fragments/debug/) with our modules built against it:
+#  - a virtio guest: data checks with the C driver beside ours, fio verify,
+#    surprise removal of a disk under I/O;
+#  - a Xen PV domU on it (dom0 stays on the test kernel): data checks, xl
+#    save/restore under I/O, then the ring broken under fio by fault
+#    injection and the backend's detach.
+# Each boot starts with guest/debug-start.sh (the checkers are on) and ends
+# with guest/debug-report.sh: any KASAN, lockdep, sleep-in-atomic,
+# debugobjects or kmemleak report fails the run with its first lines.
+set -uo pipefail
+T=$(cd "$(dirname "$0")/.." && pwd)
+. "$T/lib.sh"
+RESULTS=${RESULTS:-$CACHE/results.txt}
+LOGDIR=${LOGDIR:-$CACHE/logs}
+mkdir -p "$LOGDIR"
+rec() { echo "$1 debug: $2" >> "$RESULTS"; }
+
+if ! KDBG=$(bash "$T/build-kernel.sh" --debug 2> "$LOGDIR/debug-kernel.log"); then
+    rec fail "debug kernel build (log $LOGDIR/debug-kernel.log)"
+    exit 1
+fi
+rec pass "debug kernel built ($(basename "$KDBG"))"
+# Our modules for the debug tree, built in a copy of the sources (the
+# repo's own .ko files are the test kernel's).
+KO=$CACHE/debug-modules
+rm -rf "$KO"; mkdir -p "$KO"
+(cd "$REPO" && git ls-files -z --cached --others --exclude-standard Kbuild Makefile drivers rust |
+    tar --null -T - -cf -) | tar -C "$KO" -xf -
+if make -s -C "$KO" KDIR="$KDBG" > "$LOGDIR/debug-modules.log" 2>&1; then
+    rec pass "modules build against the debug kernel"
+else
+    rec fail "modules build against the debug kernel (log $LOGDIR/debug-modules.log)"
+    exit 1
+fi
+
+GUEST_ENV="SCRIPTS=debug-start,virtio-io,fio-verify,virtio-unplug,debug-report VERIFY_MOD=virtio_blk_rs VERIFY_DISK=vdb" \
+    KDIR=$KDBG KO_DIR=$KO KERNEL_APPEND=kmemleak=on \
+    bash "$T/virtio-guest.sh" -l debug-virtio -t 1500 \
+    -d '256M,num-queues=1,queue-size=128' \
+    -d '256M,logical_block_size=512,physical_block_size=4096,min_io_size=4096,opt_io_size=1048576,num-queues=2,queue-size=256' \
+    "$T/guest/multi.sh"
+GUEST_ENV="SCRIPTS=debug-start,xen-io,fio-verify,xen-suspend,xen-faults,debug-report VERIFY_MOD=xen_blkfront_rs VERIFY_DISK=xvda" \
+    KO_DIR=$KO DOMU_KERNEL=$KDBG/arch/x86/boot/bzImage DOMU_MODULES=$KDBG/drivers/block DOMU_APPEND=kmemleak=on \
+    bash "$T/xen-guest.sh" -l debug-xen -p 1 -s 256M -c 2 -t 1800 "$T/guest/multi.sh"
+exit 0

@@ -9,16 +9,30 @@
 //! in its blk-mq PDU ([`BlkReq`]), the data in the request's own
 //! scatterlist; the request handle itself is the virtqueue token, so the
 //! buffers stay untouched from `submit` until the device returns them.
+//!
+//! The serial (`VIRTIO_BLK_T_GET_ID`) is the one request sent outside
+//! blk-mq ([`IdRequest`]), so that waiting for it can have a deadline.
 
-use core::marker::PhantomData;
+use core::{
+    marker::PhantomData,
+    ptr::NonNull,
+    sync::atomic::{
+        AtomicBool,
+        AtomicU8,
+        Ordering, //
+    }, //
+};
 
 use kernel::{
     bindings,
-    prelude::*, //
+    prelude::*,
+    sync::Arc,
+    types::Opaque, //
 };
 
 use super::{
     Notifier,
+    Reset,
     Virtqueue, //
 };
 use crate::blkmq::{
@@ -73,8 +87,6 @@ pub enum Command {
         /// Set `VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP`.
         unmap: bool,
     },
-    /// Read the serial into the request's data (a driver-private request).
-    GetId,
 }
 
 /// `struct virtio_blk_outhdr`.
@@ -144,7 +156,6 @@ pub fn prepare<T: Operations<RequestData = BlkReq>>(
         Command::Read => (VIRTIO_BLK_T_IN, rq.sector(), None, true),
         Command::Write => (VIRTIO_BLK_T_OUT, rq.sector(), None, true),
         Command::Flush => (VIRTIO_BLK_T_FLUSH, 0, None, false),
-        Command::GetId => (VIRTIO_BLK_T_GET_ID, 0, None, true),
         Command::Discard => (VIRTIO_BLK_T_DISCARD, 0, Some(0), false),
         Command::WriteZeroes { unmap } => (
             VIRTIO_BLK_T_WRITE_ZEROES,
@@ -185,13 +196,156 @@ pub fn prepare<T: Operations<RequestData = BlkReq>>(
     Ok(())
 }
 
-/// A virtqueue whose buffers are virtio-blk requests of blk-mq driver `T`.
+/// [`IdRequest::state`]: sent (or not yet), nobody decided its fate.
+const ID_PENDING: u8 = 0;
+/// [`IdRequest::state`]: the device answered before the waiter gave up.
+const ID_ANSWERED: u8 = 1;
+/// [`IdRequest::state`]: the waiter gave up; a later answer is dropped.
+const ID_ABANDONED: u8 = 2;
+
+/// A `VIRTIO_BLK_T_GET_ID` request (the device serial), sent on a request
+/// virtqueue outside blk-mq by [`BlkVq::submit_get_id`] and waited for with
+/// a deadline by [`IdRequest::wait`].
+///
+/// Why outside blk-mq: a blk-mq request that the device never completes
+/// holds its queue's usage count, so `blk_execute_rq` sleeps forever and
+/// `del_gendisk` (which freezes the queue) would too. This one is a plain
+/// buffer that nothing in the block layer waits for.
+///
+/// Lifetime: the object is shared (an [`Arc`]) by the waiter and the
+/// virtqueue. The [`BlkVq`] keeps one reference for as long as the device
+/// owns the buffers: until the device answers ([`BlkVq::complete_one`]
+/// drops it, also when the waiter has long given up) or, if it never does,
+/// until the device is reset ([`BlkVq::reclaim`]). The waiter keeps its own
+/// reference while it reads. The last one frees it; a late answer never
+/// touches freed memory and a missing one leaks nothing.
+#[pin_data]
+pub struct IdRequest {
+    hdr: OutHdr,
+    /// The serial, written by the device; read only in `ID_ANSWERED`.
+    id: Opaque<[u8; VIRTIO_BLK_ID_BYTES]>,
+    /// Status byte, written by the device; read only in `ID_ANSWERED`.
+    status: Opaque<u8>,
+    /// Scatterlists of `hdr`, `id`, `status`, written once by
+    /// `submit_get_id` (guarded by `submitted`) before the device sees them.
+    sgs: Opaque<[bindings::scatterlist; 3]>,
+    submitted: AtomicBool,
+    /// `ID_PENDING`, then `ID_ANSWERED` (set by the interrupt handler) or
+    /// `ID_ABANDONED` (set by the waiter on timeout), whichever comes first.
+    state: AtomicU8,
+    #[pin]
+    done: Opaque<bindings::completion>,
+}
+
+// SAFETY: the device-written fields (`id`, `status`) are read only after
+// the device returned the buffer (`state` is `ID_ANSWERED`, published with
+// release/acquire), `sgs` is written once before the device sees it, the
+// rest is atomics and a `struct completion` (usable from any thread).
+unsafe impl Send for IdRequest {}
+// SAFETY: see `Send`.
+unsafe impl Sync for IdRequest {}
+
+impl IdRequest {
+    /// A GET_ID request for a device of byte order `le`
+    /// ([`super::Device::is_little_endian`]), not yet sent.
+    pub fn new(le: bool) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                hdr: OutHdr {
+                    type_: to_dev32(VIRTIO_BLK_T_GET_ID, le),
+                    ioprio: 0,
+                    sector: 0,
+                },
+                id: Opaque::zeroed(),
+                status: Opaque::new(0xff),
+                sgs: Opaque::zeroed(),
+                submitted: AtomicBool::new(false),
+                state: AtomicU8::new(ID_PENDING),
+                done <- Opaque::ffi_init(|slot: *mut bindings::completion| {
+                    // SAFETY: `slot` is valid for writes, not yet initialised.
+                    unsafe { bindings::init_completion(slot) }
+                }),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Give up on the answer without waiting: [`IdRequest::wait`] then
+    /// returns at once, a later answer is dropped. No effect once answered.
+    pub fn abandon(&self) {
+        let _ = self.state.compare_exchange(
+            ID_PENDING,
+            ID_ABANDONED,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Wait at most `timeout_ms` (uninterruptibly) for the answer: the 20
+    /// serial bytes (NUL-padded), `ETIMEDOUT` (the request is abandoned:
+    /// a later answer is dropped), or the device's error status
+    /// (`EOPNOTSUPP` when it has no serial). Sleeps.
+    pub fn wait(&self, timeout_ms: u32) -> Result<[u8; VIRTIO_BLK_ID_BYTES]> {
+        if self.state.load(Ordering::Relaxed) == ID_PENDING {
+            let jiffies = kernel::time::msecs_to_jiffies(timeout_ms);
+            // SAFETY: `done` was initialised by `new` and lives as long as
+            // `self`.
+            unsafe { bindings::wait_for_completion_timeout(self.done.get(), jiffies) };
+        }
+        // The state decides, not the wait's return value: an answer that
+        // races with the timeout is used, and after this either the
+        // interrupt handler or we own the decision, never both.
+        match self.state.compare_exchange(
+            ID_PENDING,
+            ID_ABANDONED,
+            Ordering::Acquire,
+            Ordering::Acquire,
+        ) {
+            Err(ID_ANSWERED) => {
+                // SAFETY: `ID_ANSWERED`: the device returned the buffer and
+                // writes no more; acquire pairs with `answer`'s release.
+                let status = unsafe { self.status.get().read() };
+                status_to_blk(status).to_result()?;
+                // SAFETY: as above.
+                Ok(unsafe { self.id.get().read() })
+            }
+            _ => Err(ETIMEDOUT),
+        }
+    }
+
+    /// The device returned the buffer. True when the waiter had already
+    /// given up (a late answer). Any context.
+    fn answer(&self) -> bool {
+        let late = self
+            .state
+            .compare_exchange(
+                ID_PENDING,
+                ID_ANSWERED,
+                Ordering::Release,
+                Ordering::Relaxed,
+            )
+            .is_err();
+        // SAFETY: `done` was initialised by `new`; `complete_all` may be
+        // called from interrupt context.
+        unsafe { bindings::complete_all(self.done.get()) };
+        late
+    }
+}
+
+/// A virtqueue whose buffers are virtio-blk requests of blk-mq driver `T`
+/// (and at most one [`IdRequest`]).
 ///
 /// # Invariants
 ///
-/// Every token in the virtqueue is a `Request<T>` added by `submit`.
+/// Every token in the virtqueue is a `Request<T>` added by `submit`, or the
+/// address of `id`'s [`IdRequest`], added by `submit_get_id`; `id` holds it
+/// while the device may use its buffers.
 pub struct BlkVq<T: Operations<RequestData = BlkReq>> {
     vq: Virtqueue,
+    /// The GET_ID request the device holds, if any.
+    id: Option<Arc<IdRequest>>,
+    /// GET_ID answers that came after their waiter gave up.
+    late_id_answers: u32,
     _p: PhantomData<T>,
 }
 
@@ -200,8 +354,71 @@ impl<T: Operations<RequestData = BlkReq>> BlkVq<T> {
     pub fn new(vq: Virtqueue) -> Self {
         Self {
             vq,
+            id: None,
+            late_id_answers: 0,
             _p: PhantomData,
         }
+    }
+
+    /// Send `req` (made by [`IdRequest::new`]; each is sent once). Without
+    /// a notification: send one with [`BlkVq::kick_prepare`]. `EBUSY` if
+    /// `req` was sent before or another GET_ID is outstanding here,
+    /// `ENOSPC` if the ring is full.
+    pub fn submit_get_id(&mut self, req: &Arc<IdRequest>) -> Result {
+        if self.id.is_some() || req.submitted.swap(true, Ordering::Relaxed) {
+            return Err(EBUSY);
+        }
+        let sgs = req.sgs.get().cast::<bindings::scatterlist>();
+        let mut ptrs: [*mut bindings::scatterlist; 3] = [core::ptr::null_mut(); 3];
+        let bufs: [(*const u8, u32); 3] = [
+            (
+                core::ptr::from_ref(&req.hdr).cast(),
+                size_of::<OutHdr>() as u32,
+            ),
+            (req.id.get().cast_const().cast(), VIRTIO_BLK_ID_BYTES as u32),
+            (req.status.get().cast_const(), 1),
+        ];
+        for (i, (buf, len)) in bufs.into_iter().enumerate() {
+            ptrs[i] = sgs.wrapping_add(i);
+            // SAFETY: `ptrs[i]` is one of the 3 entries of `sgs`, written
+            // only here, once (`submitted`); the buffers are fields of the
+            // `Arc` allocation (kmalloc: mappable), which `self.id` keeps
+            // alive while the device may use them.
+            unsafe { bindings::sg_init_one(ptrs[i], buf.cast(), len) };
+        }
+        let token = NonNull::from(&**req).cast();
+        // SAFETY: see above; the CPU does not touch `id` or `status` until
+        // the device returns the token (`answer`), nor frees them before
+        // (`self.id`, type invariant).
+        unsafe { self.vq.add_sgs(&mut ptrs, 1, token) }?;
+        self.id = Some(req.clone());
+        Ok(())
+    }
+
+    /// Take back what the device still held now that it was reset (it no
+    /// longer writes to it): the GET_ID request it never answered (true if
+    /// there was one) and the ring's bookkeeping for it.
+    pub fn reclaim(&mut self, reset: &Reset) -> bool {
+        while let Some(token) = self.vq.detach_unused_buf(reset) {
+            let is_id = self
+                .id
+                .as_ref()
+                .is_some_and(|id| core::ptr::eq(Arc::as_ptr(id).cast(), token.as_ptr()));
+            if !is_id {
+                // A blk-mq request: impossible after `del_gendisk` drained
+                // them, and its tag set may be gone: leave it alone.
+                pr_warn!("request still owned by the device at reset: not completed\n");
+            }
+        }
+        // The device is reset: whether or not it was still in the ring, the
+        // GET_ID buffer is ours again.
+        self.id.take().is_some()
+    }
+
+    /// GET_ID answers that arrived after their waiter gave up (and were
+    /// dropped).
+    pub fn late_id_answers(&self) -> u32 {
+        self.late_id_answers
     }
 
     /// The underlying virtqueue.
@@ -265,12 +482,27 @@ impl<T: Operations<RequestData = BlkReq>> BlkVq<T> {
         self.vq.kick_prepare()
     }
 
-    /// Take back one request the device finished.
+    /// Take back one request the device finished. A GET_ID answer on the
+    /// way is handed to its waiter (or dropped if it gave up).
     pub fn complete_one(&mut self) -> Option<Request<T>> {
-        let (token, _len) = self.vq.get_buf()?;
-        // SAFETY: every token is a `Request<T>` added by `submit` (type
-        // invariant), returned once by the device.
-        Some(unsafe { Request::from_raw(token) })
+        loop {
+            let (token, _len) = self.vq.get_buf()?;
+            let is_id = self
+                .id
+                .as_ref()
+                .is_some_and(|id| core::ptr::eq(Arc::as_ptr(id).cast(), token.as_ptr()));
+            if is_id {
+                if let Some(id) = self.id.take() {
+                    if id.answer() {
+                        self.late_id_answers = self.late_id_answers.saturating_add(1);
+                    }
+                }
+                continue;
+            }
+            // SAFETY: every other token is a `Request<T>` added by `submit`
+            // (type invariant), returned once by the device.
+            return Some(unsafe { Request::from_raw(token) });
+        }
     }
 
     /// Disable used-buffer interrupts.
@@ -281,5 +513,18 @@ impl<T: Operations<RequestData = BlkReq>> BlkVq<T> {
     /// Re-enable used-buffer interrupts; false if buffers arrived meanwhile.
     pub fn enable_cb(&mut self) -> bool {
         self.vq.enable_cb()
+    }
+}
+
+impl<T: Operations<RequestData = BlkReq>> Drop for BlkVq<T> {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            // Not reclaimed after a reset: the device may still write into
+            // the buffers, so they must not be freed. Does not happen with
+            // `Registration` (it resets the device and calls
+            // `Driver::reset_done` before the driver data goes).
+            pr_warn!("GET_ID buffer still owned by the device at teardown: leaked\n");
+            core::mem::forget(id);
+        }
     }
 }

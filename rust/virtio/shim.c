@@ -195,6 +195,11 @@ void blkfront_rs_vq_disable_cb(struct virtqueue *vq)
 	virtqueue_disable_cb(vq);
 }
 
+void *blkfront_rs_vq_detach_unused_buf(struct virtqueue *vq)
+{
+	return virtqueue_detach_unused_buf(vq);
+}
+
 bool blkfront_rs_vq_enable_cb(struct virtqueue *vq)
 {
 	return virtqueue_enable_cb(vq);

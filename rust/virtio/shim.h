@@ -64,6 +64,7 @@ bool blkfront_rs_vq_kick_prepare(struct virtqueue *vq);
 bool blkfront_rs_vq_notify(struct virtqueue *vq);
 void *blkfront_rs_vq_get_buf(struct virtqueue *vq, unsigned int *len);
 void blkfront_rs_vq_disable_cb(struct virtqueue *vq);
+void *blkfront_rs_vq_detach_unused_buf(struct virtqueue *vq);
 bool blkfront_rs_vq_enable_cb(struct virtqueue *vq);
 
 /* A work item that can be cancelled synchronously (INIT_WORK is a macro). */

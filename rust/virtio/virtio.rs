@@ -16,7 +16,8 @@
 //!    it from then on), then `T::start` (e.g. `virtio_device_ready`, adding
 //!    the disk). On error: as in `remove`.
 //! 3. `remove`: pending config work is cancelled, `T::remove` runs, then
-//!    the device is reset, its virtqueues deleted, and the data dropped.
+//!    the device is reset, `T::reset_done` reclaims buffers the device never
+//!    returned, its virtqueues are deleted, and the data dropped.
 //!
 //! Config-change interrupts are deferred to process context: `T::config_changed`
 //! may sleep.
@@ -300,6 +301,15 @@ impl Virtqueue {
         unsafe { shim::blkfront_rs_vq_disable_cb(self.raw()) }
     }
 
+    /// After a reset: take back the token of one buffer the device still
+    /// held (`virtqueue_detach_unused_buf`, which also frees the ring's
+    /// bookkeeping for it, e.g. an indirect descriptor table).
+    fn detach_unused_buf(&mut self, _reset: &Reset) -> Option<NonNull<c_void>> {
+        // SAFETY: live virtqueue, serialised by `&mut self`; the device was
+        // reset (`Reset`), so the queue is not active.
+        NonNull::new(unsafe { shim::blkfront_rs_vq_detach_unused_buf(self.raw()) })
+    }
+
     /// Re-enable used-buffer interrupts; false when buffers arrived
     /// meanwhile (process them and try again).
     pub fn enable_cb(&mut self) -> bool {
@@ -326,6 +336,12 @@ impl Notifier {
     }
 }
 
+/// Proof that the device was reset (`virtio_reset_device`): it reads and
+/// writes none of the buffers it was given any more, and raises no more
+/// virtqueue interrupts. Only [`Registration`] makes one, for
+/// [`Driver::reset_done`].
+pub struct Reset(());
+
 /// A virtio driver.
 pub trait Driver: Sized + Send + Sync + 'static {
     /// Driver name (`/sys/bus/virtio/drivers/NAME`).
@@ -346,6 +362,11 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// Tear down what `start` built; after it the device is reset and its
     /// virtqueues deleted.
     fn remove(self: Pin<&Self>, dev: &Device);
+    /// The device was reset (after `remove`): free what it still held
+    /// (buffers it never returned). Its virtqueues are deleted next.
+    fn reset_done(self: Pin<&Self>, dev: &Device, reset: &Reset) {
+        let _ = (dev, reset);
+    }
 }
 
 /// What `vdev->priv` points to.
@@ -412,10 +433,9 @@ unsafe extern "C" fn config_changed_cb<T: Driver>(vdev: *mut shim::virtio_device
 /// No user of its [`Virtqueue`]s remains.
 unsafe fn teardown_vqs(vdev: *mut shim::virtio_device) {
     // SAFETY: per contract; reset first so the device stops using the rings.
-    unsafe {
-        shim::blkfront_rs_virtio_reset_device(vdev);
-        shim::blkfront_rs_virtio_del_vqs(vdev);
-    }
+    unsafe { shim::blkfront_rs_virtio_reset_device(vdev) };
+    // SAFETY: per contract; the device is reset.
+    unsafe { shim::blkfront_rs_virtio_del_vqs(vdev) };
 }
 
 /// The virtio core's `probe`.
@@ -474,18 +494,27 @@ unsafe extern "C" fn probe_cb<T: Driver>(vdev: *mut shim::virtio_device) -> ffi:
 ///
 /// `st` is the `DevState<T>` published in `vdev`'s `priv`.
 unsafe fn remove_state<T: Driver>(vdev: *mut shim::virtio_device, st: *mut DevState<T>) {
-    // SAFETY: per contract. Order: no more config work (the virtio core
-    // disabled config-change callbacks before calling remove, and never
-    // enabled them on a failed probe, so nothing reschedules it), the driver
-    // tears down (disk deleted: no I/O in flight), reset + delete the queues
-    // (no more interrupts), unpublish, free.
-    unsafe {
-        shim::blkfront_rs_work_free_sync((*st).work.as_ptr());
-        T::remove((*st).data.as_ref(), Device::from_raw(vdev));
-        teardown_vqs(vdev);
-        shim::blkfront_rs_virtio_set_priv(vdev, core::ptr::null_mut());
-        drop(KBox::from_raw(st));
-    }
+    // Order: no more config work (the virtio core disabled config-change
+    // callbacks before calling remove, and never enabled them on a failed
+    // probe, so nothing reschedules it), the driver tears down (disk
+    // deleted: no I/O in flight), reset (no more interrupts, no more DMA),
+    // the driver reclaims what the device never returned, delete the
+    // queues, unpublish, free.
+    // SAFETY: `st` is live (contract); the work item is ours.
+    unsafe { shim::blkfront_rs_work_free_sync((*st).work.as_ptr()) };
+    // SAFETY: `st` is live and `vdev` is the live device it belongs to.
+    let (data, dev) = unsafe { ((*st).data.as_ref(), Device::from_raw(vdev)) };
+    T::remove(data, dev);
+    // SAFETY: the driver is done with the device (`remove` returned).
+    unsafe { shim::blkfront_rs_virtio_reset_device(vdev) };
+    T::reset_done(data, dev, &Reset(()));
+    // SAFETY: reset above; `reset_done` returned, nobody uses the queues.
+    unsafe { shim::blkfront_rs_virtio_del_vqs(vdev) };
+    // SAFETY: no callback reads `priv` any more (no interrupts, no work).
+    unsafe { shim::blkfront_rs_virtio_set_priv(vdev, core::ptr::null_mut()) };
+    // SAFETY: `st` came from `KBox::into_raw` in `probe_cb` and is no longer
+    // published; `data` and `dev` are not used past this point.
+    drop(unsafe { KBox::from_raw(st) });
 }
 
 /// The virtio core's `remove`.

@@ -12,11 +12,18 @@ export PATH=$HOME/.cargo/bin:$PATH
 log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 die() { echo "error: $*" >&2; exit 1; }
 
-# Key of the test kernel build: source version, config fragments, toolchain.
-kernel_key() {
+# Config fragments of a test kernel flavour: "" (the test kernel) or
+# "debug" (the same plus .config.fragments/debug/*.config).
+kernel_fragments() { # [flavour]
+    ls "$REPO"/.config.fragments/*.config
+    [ -z "${1:-}" ] || ls "$REPO"/.config.fragments/"$1"/*.config
+}
+
+# Key of a test kernel build: source version, config fragments, toolchain.
+kernel_key() { # [flavour]
     {
         ls "$DL"/linux-source-7.3_*.deb 2>/dev/null | xargs -n1 basename
-        cat "$REPO"/.config.fragments/*.config
+        kernel_fragments "${1:-}" | xargs cat
         rustc --version; bindgen --version; clang-19 --version | head -1
     } | sha256sum | cut -c1-16
 }
@@ -70,19 +77,52 @@ binary_with_libs() { # /usr/bin/fio
     for lib in $(ldd "$bin" | grep -o '/[^ ]*'); do echo "$lib:$lib"; done
 }
 
+# Names of what tools/testing/setup-host.sh installs: its packages and the
+# commands they ship (dpkg file lists), plus rust-src and bindgen. A check
+# that skips for want of one of these is a broken harness, not a skip.
+setup_host_provides() {
+    local p
+    for p in $(sed -n '/^host_pkgs=(/,/)/{s/^host_pkgs=(//; s/)//; p}' "$REPO/tools/testing/setup-host.sh"); do
+        echo "$p"
+        dpkg -L "$p" 2>/dev/null | sed -n 's#^/\(usr/\)\{0,1\}s\{0,1\}bin/\([^/]*\)$#\2#p'
+    done | grep -vx kvm   # qemu's /usr/bin/kvm wrapper: KVM itself is the host's
+    echo rust-src; echo bindgen
+}
+# skip_result LABEL NAME REASON: "skip LABEL: NAME (REASON)", or a failure
+# when REASON names (as a word) something setup-host.sh installs.
+skip_result() {
+    local label=$1 name=$2 reason=$3 w
+    [ -n "${SETUP_HOST_WORDS+x}" ] || SETUP_HOST_WORDS=" $(setup_host_provides | sort -u | tr '\n' ' ') "
+    for w in $(echo "$reason" | tr -c 'A-Za-z0-9._+-' ' '); do
+        if [[ $SETUP_HOST_WORDS == *" $w "* ]]; then
+            echo "fail $label: $name: skipped for want of '$w', which setup-host.sh installs (SKIP $reason)"
+            return
+        fi
+    done
+    echo "skip $label: $name (SKIP $reason)"
+}
+
 # Turns a guest console log into results: every "ok N - name" / "not ok N -
-# name" line the guest checks printed is one result; every KTAP block
-# (between "KTAP-BEGIN" and "KTAP-END") is parsed with the kernel tree's
-# kunit.py and each test case counts as one result. Appends "pass name" /
-# "fail name" lines to $RESULTS (default $CACHE/results.txt).
+# name" line the guest checks printed is one result, "ok N - name # SKIP
+# reason" a skip (TAP directive, any case); every KTAP block (between
+# "KTAP-BEGIN" and "KTAP-END") is parsed with the kernel tree's kunit.py and
+# each test case counts as one result. Appends "pass name" / "fail name" /
+# "skip name" lines to $RESULTS (default $CACHE/results.txt); see
+# skip_result for skips that count as failures.
 collect_results() { # console.log label
     local log=$1 label=$2 results=${RESULTS:-$CACHE/results.txt}
     local tmp; tmp=$(mktemp -d)
     tr -d '\r' < "$log" | sed 's/^(XEN) //; s/^\[ *[0-9.]*\] //' > "$tmp/log"
+    local skip_re='^(.*[^[:space:]])[[:space:]]+#[[:space:]]*[Ss][Kk][Ii][Pp][[:alnum:]]*([[:space:]]+(.*))?$'
     grep -E '^(not )?ok [0-9]+ - ' "$tmp/log" | grep -v '^#' | while read -r line; do
         case $line in
             "not ok"*) echo "fail $label: ${line#not ok * - }" ;;
-            *) echo "pass $label: ${line#ok * - }" ;;
+            *)  line=${line#ok * - }
+                if [[ $line =~ $skip_re ]]; then
+                    skip_result "$label" "${BASH_REMATCH[1]}" "${BASH_REMATCH[3]:-no reason given}"
+                else
+                    echo "pass $label: $line"
+                fi ;;
         esac
     done >> "$results"
     awk '/KTAP-BEGIN/{f=1; n++; next} /KTAP-END/{f=0} f{print > ("'"$tmp"'/ktap" n)}' "$tmp/log"
@@ -95,11 +135,12 @@ collect_results() { # console.log label
         # case" line per test case (suite summaries are framed in "====").
         sed 's/\x1b\[[0-9;]*m//g' "$k.parsed" | grep -v '====' |
             sed -n 's/.*\[PASSED\] \(.*\)/pass '"$label"': kunit \1/p
+                    s/.*\[SKIPPED\] \(.*\)/skip '"$label"': kunit \1 (KUnit skip)/p
                     s/.*\[\(FAILED\|CRASHED\)\] \(.*\)/fail '"$label"': kunit \2 (\1)/p' >> "$results"
         if grep -q '\[ERROR\]' "$k.parsed"; then
             grep '\[ERROR\]' "$k.parsed" | sed "s/^/fail $label: kunit.py: /" >> "$results"
         fi
-        if ! grep -q 'PASSED\|FAILED\|CRASHED' "$k.parsed"; then
+        if ! grep -q 'PASSED\|FAILED\|CRASHED\|SKIPPED' "$k.parsed"; then
             echo "fail $label: KTAP block $suites did not parse" >> "$results"
             cat "$k.parsed" >&2
         fi

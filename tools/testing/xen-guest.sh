@@ -29,7 +29,9 @@
 # "HOST-CMD: <cmd>" goes to the QEMU monitor (the backing disk is drive
 # "vbd", e.g. "HOST-CMD: block_resize vbd 384M": dom0's disk grows and
 # blkback announces the new size), a line "DOM0-CMD: <cmd>" is run by dom0
-# (e.g. "DOM0-CMD: xl block-detach blktest xvda").
+# (e.g. "DOM0-CMD: xl block-detach blktest xvda"). Answers come back through
+# xenstore: tools/testing/xen/vbd-stats publishes xen-blkback's counters of
+# a vbd where the domU can read them (vbd_counters in guest/common.sh).
 # The domU gets /lib/modules/{xen_blkfront_rs,xen-blkfront}.ko, fio, sfdisk,
 # mkfs.ext4/dumpe2fs (when the host has them) and
 # tools/testing/guest/*.sh as /guest/*. Results go to $RESULTS.
@@ -51,8 +53,10 @@ script=${1:?guest script}
 label=${label:-$(basename "$script" .sh)-p$persistent-b$phys}
 KDIR=${KDIR:-$(bash "$REPO/tools/testing/build-kernel.sh")}
 KO_DIR=${KO_DIR:-$REPO}
-# Another domU kernel (e.g. a distribution's vmlinuz) and the directory with
-# its C xen-blkfront.ko; defaults: KDIR's bzImage and drivers/block.
+# Another domU kernel (e.g. a distribution's vmlinuz or the debug kernel) and
+# the directory with its C xen-blkfront.ko (DOMU_KERNEL, DOMU_MODULES;
+# defaults: KDIR's bzImage and drivers/block); DOMU_APPEND: more domU kernel
+# command line (e.g. kmemleak=on).
 LOGDIR=${LOGDIR:-$CACHE/logs}
 mkdir -p "$LOGDIR"
 dom0_img=$(bash "$REPO/tools/testing/xen/build-dom0-image.sh" "$KDIR")
@@ -80,7 +84,7 @@ mkdir -p "$work/payload"
 make_initramfs "$work/payload/domU.cpio.gz" "${files[@]}"
 cp "${DOMU_KERNEL:-$KDIR/arch/x86/boot/bzImage}" "$work/payload/domU-bzImage"
 cp "$REPO/tools/testing/xen/dom0-run.sh" "$REPO/tools/testing/xen/block-simple" "$REPO/tools/testing/xen/blkif-irqs" \
-    "$REPO/tools/testing/xen/save-restore" "$work/payload/"
+    "$REPO/tools/testing/xen/save-restore" "$REPO/tools/testing/xen/vbd-stats" "$work/payload/"
 [ -f "$REPO/tools/testing/xen/dom0-after.sh" ] && cp "$REPO/tools/testing/xen/dom0-after.sh" "$work/payload/"
 [ -n "$min_io" ] && touch "$work/payload/publish-io-sizes"
 cat > "$work/payload/run.env" <<ENV
@@ -109,7 +113,7 @@ vcpus=$vcpus
 $( ((pin)) && echo 'cpus="1"')
 kernel="/run/payload/domU-bzImage"
 ramdisk="/run/payload/domU.cpio.gz"
-extra="console=hvc0 rdinit=/init quiet loglevel=6$extra"
+extra="console=hvc0 rdinit=/init quiet loglevel=6$extra${DOMU_APPEND:+ $DOMU_APPEND}"
 disk=[$disks]
 on_poweroff="destroy"
 on_crash="destroy"

@@ -11,6 +11,9 @@
 //! Requests are added under the per-virtqueue lock; the device is notified
 //! outside the lock and only for the last request of a batch (`bd->last`,
 //! `commit_rqs`). Notifications are counted per disk and reported at remove.
+//!
+//! The serial is asked once, before the disk is added, with a deadline
+//! (`get_id_timeout_ms`): see [`VirtioBlk::read_serial`].
 
 use core::sync::atomic::{
     AtomicU64,
@@ -80,7 +83,8 @@ use virtio::blk::{
     self as vblk,
     BlkReq,
     BlkVq,
-    Command, //
+    Command,
+    IdRequest, //
 };
 
 module! {
@@ -101,6 +105,10 @@ module! {
         rotational: i32 {
             default: -1,
             description: "-1: report the disk as rotational like virtio_blk; 0: non-rotational; 1: rotational",
+        },
+        get_id_timeout_ms: u32 {
+            default: 5000,
+            description: "How long probe waits for the serial (VIRTIO_BLK_T_GET_ID) before adding the disk without one (0, a test hook: send it already given up on and without notifying the device; its answer, if any, is dropped)",
         },
     },
 }
@@ -412,8 +420,6 @@ impl blkmq::Operations for BlkOps {
             ReqOp::WriteZeroes => Command::WriteZeroes {
                 unmap: !rq.no_unmap(),
             },
-            // Our only driver-private request is GET_ID (`read_serial`).
-            ReqOp::DrvIn => Command::GetId,
             _ => return Err(rq.reject(Status::NOTSUPP)),
         };
         let Some(slot) = qd.vqs.get(hctx.index() as usize) else {
@@ -478,6 +484,9 @@ struct VirtioBlk {
     disk_name: CString,
     cfg: VirtioBlkConfig,
     limits: QueueLimits,
+    /// Capacity in force (512-byte sectors): `cfg.capacity`, then the last
+    /// valid one a config change brought.
+    capacity: AtomicU64,
     _index: DiskIndex,
 }
 
@@ -505,13 +514,60 @@ impl VirtioBlk {
         );
     }
 
-    /// Read the serial with `VIRTIO_BLK_T_GET_ID` (empty if unsupported).
-    fn read_serial(disk: &GenDisk<BlkOps>) -> Result<KVec<u8>> {
-        let mut buf = KVec::from_elem(0u8, vblk::VIRTIO_BLK_ID_BYTES, GFP_KERNEL)?;
-        disk.execute_drv_in(&mut buf)?;
-        let len = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-        buf.truncate(len);
-        Ok(buf)
+    /// Ask the device for its serial (`VIRTIO_BLK_T_GET_ID`) and wait at
+    /// most `get_id_timeout_ms` for it. `None`: no serial (unsupported, not
+    /// answered in time, ...), said in one dmesg line.
+    ///
+    /// Why this way: the serial must be known before `add_disk`, which
+    /// creates `/sys/block/vdX/serial` and sends the uevent that udev's
+    /// by-id links read it from. Upstream instead asks lazily in
+    /// `serial_show`, with `blk_execute_rq`, which waits forever for a
+    /// device that never answers (and so would our probe). Here the request
+    /// bypasses blk-mq ([`IdRequest`]): probe waits with a deadline and
+    /// then carries on without a serial; the buffer is shared with the
+    /// virtqueue, which drops it when a late answer comes, or after the
+    /// reset at remove if none ever does (`reset_done`). Nothing in the
+    /// block layer waits for it, so removal cannot hang on it either.
+    fn read_serial(&self, dev: &virtio::Device) -> Option<[u8; vblk::VIRTIO_BLK_ID_BYTES]> {
+        let name = self.disk_name.to_str().unwrap_or("?");
+        let timeout_ms = module_parameters::get_id_timeout_ms.value();
+        let slot = self.queues.vqs.first()?;
+        let result = IdRequest::new(self.queues.le).and_then(|req| {
+            if timeout_ms == 0 {
+                // Test hook: any answer is late (or never comes).
+                req.abandon();
+            }
+            let mut vq = slot.vq.lock();
+            let sent = vq.submit_get_id(&req);
+            let kick = if sent.is_ok() && timeout_ms > 0 {
+                vq.kick_prepare()
+            } else {
+                None
+            };
+            drop(vq);
+            if let Some(k) = kick {
+                k.notify();
+                slot.notifies.fetch_add(1, Ordering::Relaxed);
+            }
+            sent?;
+            req.wait(timeout_ms)
+        });
+        match result {
+            Ok(serial) => Some(serial),
+            Err(e) if e == ETIMEDOUT => {
+                dev_warn!(
+                    dev,
+                    "[{}] no serial: GET_ID not answered within {} ms\n",
+                    name,
+                    timeout_ms
+                );
+                None
+            }
+            Err(e) => {
+                dev_info!(dev, "[{}] no serial (GET_ID: {:?})\n", name, e);
+                None
+            }
+        }
     }
 }
 
@@ -596,6 +652,7 @@ impl virtio::Driver for VirtioBlk {
                 queues,
                 disk <- new_mutex!(Some(disk), "virtio_blk_rs:disk"),
                 disk_name,
+                capacity: AtomicU64::new(cfg.capacity),
                 cfg,
                 limits,
                 _index: index,
@@ -606,22 +663,22 @@ impl virtio::Driver for VirtioBlk {
 
     fn start(self: Pin<&Self>, dev: &virtio::Device) -> Result {
         dev.ready();
+        let serial = self.read_serial(dev);
         let mut guard = self.disk.lock();
         let Some(disk) = &mut *guard else {
             return Err(ENODEV);
         };
-        match Self::read_serial(disk) {
-            Ok(s) if !s.is_empty() => {
-                disk.set_serial(&s);
+        if let Some(id) = &serial {
+            let s = &id[..id.iter().position(|&b| b == 0).unwrap_or(id.len())];
+            if !s.is_empty() {
+                disk.set_serial(s);
                 dev_info!(
                     dev,
                     "[{}] serial {}\n",
                     self.disk_name.to_str().unwrap_or("?"),
-                    core::str::from_utf8(&s).unwrap_or("(not UTF-8)")
+                    core::str::from_utf8(s).unwrap_or("(not UTF-8)")
                 );
             }
-            Ok(_) => {}
-            Err(e) => dev_info!(dev, "no serial (GET_ID: {:?})\n", e),
         }
         self.report_capacity(dev, self.cfg.capacity, false);
         disk.add(dev.as_dev())?;
@@ -662,11 +719,25 @@ impl virtio::Driver for VirtioBlk {
     }
 
     fn config_changed(self: Pin<&Self>, dev: &virtio::Device) {
-        let sectors = dev.cread_u64(offset::CAPACITY);
+        let raw = dev.cread_u64(offset::CAPACITY);
         let guard = self.disk.lock();
-        if let Some(disk) = guard.as_ref() {
-            self.report_capacity(dev, sectors, true);
-            disk.set_capacity_and_notify(sectors);
+        let Some(disk) = guard.as_ref() else {
+            return;
+        };
+        // The same check as at probe (`VirtioBlkConfig::parse`).
+        match vcfg::check_capacity(raw) {
+            Ok(sectors) => {
+                self.report_capacity(dev, sectors, true);
+                self.capacity.store(sectors, Ordering::Relaxed);
+                disk.set_capacity_and_notify(sectors);
+            }
+            Err(e) => dev_err!(
+                dev,
+                "[{}] {}; keeping {} sectors\n",
+                self.disk_name.to_str().unwrap_or("?"),
+                Shown(e),
+                self.capacity.load(Ordering::Relaxed)
+            ),
         }
     }
 
@@ -675,15 +746,33 @@ impl virtio::Driver for VirtioBlk {
         // del_gendisk drains in-flight I/O; the tag set goes with the disk.
         drop(disk);
         let (requests, notifies, ring_full) = self.queues.totals();
+        let late_id = self
+            .queues
+            .vqs
+            .iter()
+            .fold(0u32, |n, s| n.saturating_add(s.vq.lock().late_id_answers()));
         dev_info!(
             dev,
-            "[{}] removed: {} requests, {} notifications on {} queues, {} ring-full retries\n",
+            "[{}] removed: {} requests, {} notifications on {} queues, {} ring-full retries, {} late GET_ID answers\n",
             self.disk_name.to_str().unwrap_or("?"),
             requests,
             notifies,
             self.queues.vqs.len(),
-            ring_full
+            ring_full,
+            late_id
         );
+    }
+
+    fn reset_done(self: Pin<&Self>, dev: &virtio::Device, reset: &virtio::Reset) {
+        for slot in self.queues.vqs.iter() {
+            if slot.vq.lock().reclaim(reset) {
+                dev_info!(
+                    dev,
+                    "[{}] GET_ID never answered: its buffer freed after the reset\n",
+                    self.disk_name.to_str().unwrap_or("?")
+                );
+            }
+        }
     }
 }
 

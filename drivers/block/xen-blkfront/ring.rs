@@ -847,7 +847,7 @@ fn disable(io: &mut Io, done: &mut DoneList, why: core::fmt::Arguments<'_>) -> D
     io.stats.errors += 1;
     let failed = fail_in_flight(io, done);
     pr_alert!(
-        "xen_blkfront_rs: {}; disabled for further use, {} requests in flight failed\n",
+        "{}; disabled for further use, {} requests in flight failed\n",
         why,
         failed
     );
@@ -1028,7 +1028,7 @@ fn complete_one(
                     "a cache flush"
                 };
                 pr_warn!(
-                    "xen_blkfront_rs: backend refused {}: flushes disabled (FUA writes go out as plain writes)\n",
+                    "backend refused {}: flushes disabled (FUA writes go out as plain writes)\n",
                     what
                 );
             }
@@ -1040,7 +1040,7 @@ fn complete_one(
         }
         Verdict::DiscardWithdrawn => {
             if io.n.discard.take().is_some() {
-                pr_warn!("xen_blkfront_rs: backend refused a discard: discards disabled\n");
+                pr_warn!("backend refused a discard: discards disabled\n");
             }
             crate::disk::Status::NotSupp
         }

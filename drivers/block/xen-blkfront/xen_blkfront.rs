@@ -106,7 +106,7 @@ impl kernel::InPlaceModule for XenBlkfront {
     fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
         let avail = xen::pv_disks_available();
         pr_info!(
-            "xen_blkfront_rs: loading (max_indirect_segments={}, max_queues={}, max_ring_page_order={}, feature_persistent={})\n",
+            "loading (max_indirect_segments={}, max_queues={}, max_ring_page_order={}, feature_persistent={})\n",
             module_parameters::max_indirect_segments.value(),
             module_parameters::max_queues.value(),
             module_parameters::max_ring_page_order.value(),
@@ -114,7 +114,7 @@ impl kernel::InPlaceModule for XenBlkfront {
         );
         pin_init::pin_init_scope(move || {
             if !avail {
-                pr_info!("xen_blkfront_rs: not a Xen guest with PV disks\n");
+                pr_info!("not a Xen guest with PV disks\n");
                 return Err(ENODEV);
             }
             // Before the xenbus driver: probing starts at its registration.
@@ -125,7 +125,7 @@ impl kernel::InPlaceModule for XenBlkfront {
                 }
                 Err(e) => {
                     pr_info!(
-                        "xen_blkfront_rs: major {} (xvd) is taken ({:?}; xen-blkfront loaded?): disks get dynamic device numbers\n",
+                        "major {} (xvd) is taken ({:?}; xen-blkfront loaded?): disks get dynamic device numbers\n",
                         disk::XENVBD_MAJOR,
                         e
                     );

@@ -314,6 +314,24 @@ impl Reader<'_> {
     }
 }
 
+/// Largest accepted `capacity` (512-byte sectors): its byte size fits a
+/// `u64` (the block layer's `sector_t` maths).
+pub const MAX_CAPACITY: u64 = u64::MAX / 512;
+
+/// Validate a `capacity` read from the device. The one check for both
+/// readers: [`VirtioBlkConfig::parse`] at probe and the driver's
+/// config-change (online resize) handler, which re-reads only this field.
+pub fn check_capacity(capacity: u64) -> Result<u64, ConfigError> {
+    if capacity > MAX_CAPACITY {
+        return Err(cerr(
+            "capacity",
+            capacity,
+            ConfigReason::TooLarge { max: MAX_CAPACITY },
+        ));
+    }
+    Ok(capacity)
+}
+
 /// Legacy CHS geometry (`VIRTIO_BLK_F_GEOMETRY`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Geometry {
@@ -417,7 +435,7 @@ impl VirtioBlkConfig {
     /// anything past them is ignored. Checks, each failing with the field
     /// and value (upstream silently mis-computes or falls back on these):
     ///
-    /// * `capacity` * 512 fits a `u64`;
+    /// * `capacity` * 512 fits a `u64` ([`check_capacity`]);
     /// * `size_max` >= 4096 (upstream lets the block layer WARN);
     /// * `seg_max` != 0 (upstream quietly uses 1); larger than 32766 is
     ///   capped like upstream;
@@ -443,16 +461,7 @@ impl VirtioBlkConfig {
         let r = Reader(bytes);
         let has = |bit| has_feature(features, bit);
 
-        let capacity = r.u64("capacity", offset::CAPACITY)?;
-        if capacity > u64::MAX / 512 {
-            return Err(cerr(
-                "capacity",
-                capacity,
-                ConfigReason::TooLarge {
-                    max: u64::MAX / 512,
-                },
-            ));
-        }
+        let capacity = check_capacity(r.u64("capacity", offset::CAPACITY)?)?;
 
         let size_max = if has(VIRTIO_BLK_F_SIZE_MAX) {
             let v = r.u32("size_max", offset::SIZE_MAX)?;

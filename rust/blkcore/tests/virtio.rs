@@ -487,6 +487,30 @@ fn validation_errors_name_field_and_value() {
     assert_eq!(e.field, "capacity");
 }
 
+/// Probe (`parse`) and online resize (`check_capacity`, called by the
+/// driver's config-change handler) accept and reject the same capacities,
+/// with the same message naming the field and value.
+#[test]
+fn capacity_checked_at_probe_and_resize() {
+    assert_eq!(MAX_CAPACITY, u64::MAX / 512);
+    for ok in [0, 1, 2_097_152, MAX_CAPACITY] {
+        assert_eq!(check_capacity(ok), Ok(ok));
+        assert_eq!(
+            VirtioBlkConfig::parse(&ok.to_le_bytes(), 0).map(|c| c.capacity),
+            Ok(ok)
+        );
+    }
+    for bad in [MAX_CAPACITY + 1, u64::MAX / 2, u64::MAX] {
+        let e = check_capacity(bad).unwrap_err();
+        assert_eq!((e.field, e.value), ("capacity", bad));
+        assert_eq!(
+            e.to_string(),
+            format!("virtio-blk config capacity = {bad}: above the maximum {MAX_CAPACITY}")
+        );
+        assert_eq!(VirtioBlkConfig::parse(&bad.to_le_bytes(), 0), Err(e));
+    }
+}
+
 #[test]
 fn seg_max_is_capped_like_upstream() {
     let c = VirtioBlkConfig::parse(

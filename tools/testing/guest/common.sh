@@ -5,8 +5,8 @@ N=0
 [ -r /guest/env.sh ] && . /guest/env.sh
 ok()     { N=$((N + 1)); echo "ok $N - $*"; }
 not_ok() { N=$((N + 1)); echo "not ok $N - $*"; FAILED=1; }
-# check NAME CMD...: passes when CMD exits 0.
-check() { local name=$1; shift; if "$@"; then ok "$name"; else not_ok "$name"; fi; }
+# check NAME CMD...: passes when CMD exits 0; returns CMD's success.
+check() { local name=$1; shift; if "$@"; then ok "$name"; else not_ok "$name"; return 1; fi; }
 # expect_eq NAME ACTUAL EXPECTED
 expect_eq() {
     if [ "$2" = "$3" ]; then ok "$1 ($2)"; else not_ok "$1: got '$2', want '$3'"; fi
@@ -47,4 +47,85 @@ unload() {
         sleep 0.5
     done
     rmmod "$1"
+}
+
+# ---- Xen domU helpers -----------------------------------------------------
+# xs_read PATH: prints a xenstore value, through /dev/xen/xenbus (the domU
+# has no xenstore tools): an XS_READ message (header: type 2, req_id, tx_id,
+# length, all u32 LE; then the NUL-terminated path), one reply read back.
+# Fails on a xenstore error reply (ENOENT, EACCES...). PATH is absolute or
+# relative to this domain's /local/domain/<domid>.
+xs_read() {
+    local n=$((${#1} + 1)) r=/tmp/xs-reply.$$
+    [ "$n" -lt 256 ] || return 1
+    exec 7<>/dev/xen/xenbus || return 1
+    printf "\\002\\000\\000\\000\\000\\000\\000\\000\\000\\000\\000\\000\\$(printf %03o $n)\\000\\000\\000%s\\000" "$1" >&7
+    dd bs=65536 count=1 <&7 >$r 2>/dev/null
+    exec 7<&-
+    # Reply type 2 (XS_READ) carries the value; 16 (XS_ERROR) an errno name.
+    if [ "$(od -An -tu4 -N4 $r | tr -d ' ')" = 2 ]; then
+        tail -c +17 $r; rm -f $r
+    else
+        rm -f $r; return 1
+    fi
+}
+# vbd_of DISK: "DOMID DEVID" of DISK's vbd, from its frontend node's
+# "backend" path (/local/domain/0/backend/vbd/DOMID/DEVID).
+vbd_of() {
+    local fe be
+    fe=$(basename "$(readlink "/sys/block/$1/device")")
+    case $fe in vbd-*) ;; *) return 1 ;; esac
+    be=$(xs_read "device/vbd/${fe#vbd-}/backend") || return 1
+    echo "$be" | awk -F/ '$(NF-1) ~ /^[0-9]+$/ && $NF ~ /^[0-9]+$/ { print $(NF-1), $NF; ok = 1 } END { exit !ok }'
+}
+# vbd_counters DISK: prints "rd_req wr_req f_req ds_req" of DISK's vbd as
+# dom0's xen-blkback counts them now. Asks dom0 (DOM0-CMD, see xen-guest.sh;
+# the relay only reads domU 1's console) to run xen/vbd-stats, which
+# publishes the counters in xenstore under this domain's
+# data/vbd-stats/<seq>, readable by this domain; waits up to 60 s.
+vbd_counters() {
+    local v seq i=0
+    set -- $(vbd_of "$1")
+    [ -n "$2" ] || { echo "vbd-stats: no vbd behind this disk" >&2; return 1; }
+    seq=$(( $(cat /tmp/vbd-stats.seq 2>/dev/null || echo 0) + 1 )); echo $seq > /tmp/vbd-stats.seq
+    echo "DOM0-CMD: sh /run/payload/vbd-stats $1 $2 $seq" >&2
+    while [ $i -lt 120 ]; do
+        if v=$(xs_read "/local/domain/$1/data/vbd-stats/$seq"); then
+            case $v in
+                *[!0-9\ ]*|"") echo "vbd-stats: dom0 answered '$v'" >&2; return 1 ;;
+            esac
+            echo "$v"; return 0
+        fi
+        sleep 0.5; i=$((i + 1))
+    done
+    echo "vbd-stats: no answer from dom0 in 60 s" >&2
+    return 1
+}
+# durability LABEL DISK [N]: end-to-end durability as the backend sees it.
+# N (32) 4 KiB writes with O_DIRECT only, then N with O_DIRECT|O_DSYNC (fio
+# sync=dsync: REQ_FUA writes), at 192 MiB of DISK; dom0's xen-blkback must
+# count >= N write requests for each batch, no flush for the plain batch
+# and >= N flushes (BLKIF_OP_FLUSH_DISKCACHE or WRITE_BARRIER: f_req) for
+# the forced one: each forced write reached the backend with its flush.
+durability() {
+    local label=$1 d=$2 n=${3:-32} c0 c1 c2 rc
+    if ! c0=$(vbd_counters "$d"); then
+        not_ok "$label: xen-blkback counters of $d's vbd from dom0"; return 1
+    fi
+    fio --name=plain --filename=/dev/$d --direct=1 --ioengine=psync --rw=write \
+        --bs=4k --size=$((n * 4))k --offset=192M > /tmp/durability.out 2>&1
+    rc=$?
+    c1=$(vbd_counters "$d") || { not_ok "$label: xen-blkback counters of $d's vbd from dom0"; return 1; }
+    fio --name=dsync --filename=/dev/$d --direct=1 --sync=dsync --ioengine=psync --rw=write \
+        --bs=4k --size=$((n * 4))k --offset=192M >> /tmp/durability.out 2>&1
+    rc=$rc$?
+    c2=$(vbd_counters "$d") || { not_ok "$label: xen-blkback counters of $d's vbd from dom0"; return 1; }
+    echo "DURABILITY $label $d: blkback rd wr f ds: $c0 -> $c1 (plain) -> $c2 (dsync)"
+    set -- $c0 $c1 $c2
+    local pw=$((${6} - ${2})) pf=$((${7} - ${3})) sw=$((${10} - ${6})) sf=$((${11} - ${7}))
+    expect_eq "$label: fio exit status, $n O_DIRECT and $n O_DIRECT|O_DSYNC 4 KiB writes" "$rc" 00
+    check "$label: $n O_DIRECT writes: blkback wr_req +$pw (>= $n), f_req +$pf (0)" \
+        [ "$pw" -ge "$n" -a "$pf" = 0 ]
+    check "$label: $n O_DIRECT|O_DSYNC writes: blkback wr_req +$sw (>= $n), f_req +$sf (>= $n)" \
+        [ "$sw" -ge "$n" -a "$sf" -ge "$n" ]
 }

@@ -3,6 +3,9 @@
 # GUEST_ENV: VERIFY_MOD (our module), VERIFY_DISK (the disk it binds).
 . /guest/common.sh
 MOD=${VERIFY_MOD:?} D=${VERIFY_DISK:?}
+# fio_clean RC ERRS: fio exited 0 and every job reported err=0 (ERRS is the
+# sorted set of err= values, "0 " when all are 0; empty when fio printed none).
+fio_clean() { [ "$1" = 0 ] && [ "$2" = "0 " ]; }
 check "insmod $MOD" insmod "/lib/modules/$MOD.ko"
 for i in $(seq 1 40); do [ -b "/dev/$D" ] && break; sleep 0.25; done
 [ -b "/dev/$D" ] || { not_ok "/dev/$D appears"; finish; exit; }
@@ -14,8 +17,8 @@ for qd in 1 32; do
     rc=$?
     echo "$out" | grep -E "^ *(READ|WRITE):|err=|verify:" | sed "s/^ */FIO qd$qd: /"
     errs=$(echo "$out" | sed -n 's/.*err= *\([0-9]*\).*/\1/p' | sort -u | tr '\n' ' ')
-    check "fio crc32c verify, 256 MiB random writes, QD$qd: 0 errors (err=$errs)" \
-        [ $rc = 0 ] && [ "$errs" = "0 " ]
+    check "fio crc32c verify, 256 MiB random writes, QD$qd: exit $rc, err=${errs:-none}" \
+        fio_clean "$rc" "$errs"
 done
 # xenbus pins a frontend module while a device is bound: unbind first.
 for dev in /sys/bus/xen/drivers/$MOD/vbd-*; do

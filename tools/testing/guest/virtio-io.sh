@@ -198,8 +198,20 @@ ddrate rs-write1m 67108864 if=/dev/zero of=/dev/vda bs=1M count=64 oflag=direct
 # and 8 parallel direct readers.
 echo 3 > /proc/sys/vm/drop_caches
 ddrate rs-buffered-read 134217728 if=/dev/vda of=/dev/null bs=1M count=128
-par 8 'dd if=/dev/vda of=/dev/null bs=4k count=500 skip=$((i * 4000)) iflag=direct 2>/dev/null'
-ok "8 parallel direct readers"
+# Each reader's 2000 KiB region is written first; every reader must exit 0
+# and return exactly that.
+rm -f /tmp/pr? /tmp/pd? /tmp/prc?
+for i in 0 1 2 3 4 5 6 7; do
+    dd if=/dev/urandom of=/tmp/pr$i bs=4k count=500 2>/dev/null
+    dd if=/tmp/pr$i of=/dev/vda bs=4k seek=$((i * 4000)) oflag=direct 2>/dev/null
+done
+par 8 'dd if=/dev/vda of=/tmp/pd$i bs=4k count=500 skip=$((i * 4000)) iflag=direct 2>/dev/null; echo $? > /tmp/prc$i'
+bad=0
+for i in 0 1 2 3 4 5 6 7; do
+    [ "$(cat /tmp/prc$i 2>/dev/null)" = 0 ] && cmp -s /tmp/pr$i /tmp/pd$i || bad=$((bad + 1))
+done
+expect_eq "8 parallel direct readers: readers failing or reading wrong data" "$bad" 0
+rm -f /tmp/pr? /tmp/pd? /tmp/prc?
 fio_run rs-randrw --filename=/dev/vda --direct=1 --rw=randrw --bs=4k --size=32M \
     --ioengine=psync --iodepth=1 --runtime=10 --time_based
 fio_run rs-seqread --filename=/dev/vda --direct=1 --rw=read --bs=1M --size=32M \

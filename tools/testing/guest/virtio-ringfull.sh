@@ -1,8 +1,9 @@
 # virtio guest: ring-full path. Run with a tiny ring without indirect
 # descriptors (e.g. -d '128M,queue-size=16,indirect_desc=off,num-queues=1')
 # and a deeper blk-mq queue than the ring holds, so virtqueue_add_sgs fails
-# with ENOSPC and requests are retried (BLK_STS_DEV_RESOURCE). Data written
-# by 8 parallel writers must read back intact.
+# with ENOSPC and requests are retried (BLK_STS_DEV_RESOURCE). Checks: the
+# driver's ring-full counter (reported at remove) is not 0, and data written
+# by 8 parallel writers reads back intact.
 . /guest/common.sh
 check "insmod virtio_blk_rs queue_depth=64" insmod /lib/modules/virtio_blk_rs.ko queue_depth=64
 sleep 1
@@ -21,6 +22,9 @@ bad=0
 for i in 0 1 2 3 4 5 6 7; do cmp -s /tmp/src$i /tmp/dst$i || bad=$((bad + 1)); done
 expect_eq "8 parallel 4 MiB writers/readers on a 16-entry ring: regions differing" "$bad" 0
 check "rmmod virtio_blk_rs" rmmod virtio_blk_rs
-dmesg | grep -E 'removed: [0-9]+ requests' | tail -1
+line=$(dmesg | grep -E '\[vda\] removed: [0-9]+ requests' | tail -1)
+echo "$line"
+retries=$(echo "$line" | sed -n 's/.* \([0-9][0-9]*\) ring-full retries.*/\1/p')
+check "ring-full retries happened (vda: ${retries:-no count})" [ "${retries:-0}" -gt 0 ]
 check "no warnings/oopses" sh -c "! dmesg | grep -E 'WARNING:|BUG:|Oops|I/O error'"
 finish

@@ -1,7 +1,9 @@
 #!/bin/sh
 # Xen domU: the same dd workloads with the C xen-blkfront and with
 # xen_blkfront_rs, one after the other on the same vbd, for a side-by-side
-# ratio (TCG timings: compare ratios, not absolute numbers).
+# ratio (TCG timings: compare ratios, not absolute numbers); and for each
+# driver the durability check (guest/common.sh): O_DSYNC writes reach
+# xen-blkback with a flush each, counted in dom0.
 . /guest/common.sh
 D=xvda
 perf_dd() { # LABEL DD-ARGS...
@@ -25,13 +27,16 @@ run() { # driver-label
     done
     t0=$(cut -d' ' -f1 /proc/uptime); wait; t1=$(cut -d' ' -f1 /proc/uptime)
     echo "PERF $1 4x concurrent write 64k: $(awk -v a=$t0 -v b=$t1 'BEGIN { printf "%.1f MB/s", 64 / (b - a + 0.001) }')"
+    durability "$1 durability" $D
 }
 unbind_all() { # driver-dir
     for dev in /sys/bus/xen/drivers/$1/vbd-*; do
         [ -e "$dev" ] && echo "$(basename "$dev")" > /sys/bus/xen/drivers/$1/unbind
     done
 }
-if insmod /lib/modules/xen-blkfront.ko; then
+# The C driver is the baseline: xen-guest.sh copies it from the test kernel
+# (CONFIG_XEN_BLKDEV_FRONTEND=m), so failing to load it is a failure.
+if check "insmod xen-blkfront (C)" insmod /lib/modules/xen-blkfront.ko; then
     run C
     unbind_all vbd
     check "rmmod xen-blkfront" rmmod xen-blkfront

@@ -13,17 +13,22 @@ for i in $(seq 1 40); do [ -e /sys/block/$D ] && break; sleep 0.25; done
 [ -e /sys/block/$D ] && ok "disk $D appears" || { not_ok "disk $D appears"; finish; exit; }
 DBG=/sys/kernel/debug/xen_blkfront_rs-$D
 [ -w $DBG/inject ] && ok "fault-injection file present" || { not_ok "fault-injection file $DBG/inject present"; finish; exit; }
-stat() { sed -n "s/^$1: //p" $DBG/stats; }
-rings=$(stat rings)
+dstat() { sed -n "s/^$1: //p" $DBG/stats; }
+rings=$(dstat rings)
 dmesg -c >/dev/null
 
-# 16 requests deep, a minute long unless the disk fails it.
+# dom0's disk throttled to 8 IOPS (QEMU's block_set_io_throttle) keeps
+# fio's requests on the ring: 16 deep, a minute long unless the disk fails.
+echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 8 0 0"
+sleep 2
 fio --thread --name=inflight --filename=/dev/$D --direct=1 --ioengine=libaio \
     --iodepth=16 --rw=randwrite --bs=64k --size=64M --time_based --runtime=60 \
     > /tmp/fio-fault.log 2>&1 &
 FIO=$!
-sleep 3
-check "fio has I/O in flight before the fault" kill -0 $FIO
+# Until the rings hold fio's requests (grants in use), at most 30 s.
+n=0
+while [ "$(dstat grants_in_use)" -lt 16 ] && [ $n -lt 60 ]; do sleep 0.5; n=$((n + 1)); done
+check "fio has requests on the rings before the fault ($(dstat grants_in_use) grants in use)" test "$(dstat grants_in_use)" -ge 16
 t0=$(cut -d. -f1 /proc/uptime)
 check "inject: break" sh -c "echo break > $DBG/inject"
 # Bounded: fio must see its errors and exit well within 20 s.
@@ -41,11 +46,14 @@ rc=$?
 check "fio failed (exit $rc), not completed" [ "$rc" != 0 ]
 check "fio reports EIO" grep -q "Input/output error" /tmp/fio-fault.log
 tail -3 /tmp/fio-fault.log
+echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 0 0 0"
 expect_eq "dmesg names the fault once per ring" "$(dmesg | grep -c 'fault injected on ring')" "$rings"
 dmesg | grep 'fault injected on ring'
+failed=$(dmesg | sed -n 's/.*fault injected on ring.* \([0-9]*\) requests in flight failed.*/\1/p' | awk '{ n += $1 } END { print n + 0 }')
+check "the requests in flight at the fault were failed ($failed)" test "$failed" -gt 0
 check "new I/O fails at once" sh -c "! timeout 10 dd if=/dev/$D of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null"
-expect_eq "no grant in use after the fault" "$(stat grants_in_use)" 0
-expect_eq "backend errors counted" "$(stat backend_errors)" "$rings"
+expect_eq "no grant in use after the fault" "$(dstat grants_in_use)" 0
+expect_eq "backend errors counted" "$(dstat backend_errors)" "$rings"
 
 # The backend detaches the broken disk; it must go away and the module unload.
 echo "DOM0-CMD: xl block-detach blktest xvda"

@@ -17,6 +17,7 @@ GUEST_ENV="EXPECT_VDA_SEGS=254" bash "$T/virtio-guest.sh" -l virtio-io-4k-4k -t 
     "$T/guest/virtio-io.sh"
 bash "$T/virtio-guest.sh" -l virtio-ringfull -d '128M,queue-size=16,indirect_desc=off,num-queues=1' "$T/guest/virtio-ringfull.sh"
 bash "$T/virtio-guest.sh" -l virtio-resize -d 256M "$T/guest/virtio-resize.sh"
+KERNEL_APPEND=kmemleak=on bash "$T/virtio-guest.sh" -l virtio-serial -t 600 -d '64M,num-queues=1' -d '64M,num-queues=2' "$T/guest/virtio-serial.sh"
 bash "$T/virtio-guest.sh" -l virtio-unplug -d 128M -d 128M "$T/guest/virtio-unplug.sh"
 bash "$T/virtio-guest.sh" -l virtio-badconfig -d 64M -d '64M,physical_block_size=4096,min_io_size=6144' "$T/guest/virtio-badconfig.sh"
 bash "$T/virtio-guest.sh" -l virtio-4k -d '128M,logical_block_size=4096,physical_block_size=4096' "$T/guest/virtio-4k.sh"

@@ -3,18 +3,23 @@
 # boot under TCG costs about a minute, so each runs several check scripts):
 #  A: persistent grants, 4K physical sectors with io sizes published by the
 #     hotplug script, 2 vCPUs / 2 rings: the C xen-blkfront first (its limits
-#     recorded beside ours), then our data checks and fio verify, then
+#     recorded beside ours; O_DSYNC durability counted by blkback in dom0 for
+#     C and for ours), then our data checks (discard, durability) and fio
+#     verify, then
 #     multi-queue (4-page rings), then max_indirect_segments 11 and 256 on
 #     single-page rings: the reconnect must not leave the earlier
 #     connection's ring-page-order behind (it did: blkback mapped stale
-#     ring references and the 11-segment writes hung).
-#  B: no persistent grants, 512-byte sectors: data checks, fio verify,
+#     ring references and the 11-segment writes hung). Last, the ring
+#     breaks under fio (fault injection): EIO in bounded time, detach,
+#     grants accounted, unload.
+#  B: no persistent grants, 512-byte sectors: data checks (discard,
+#     durability), fio verify,
 #     max_indirect_segments 11 and 256, an untrusted frontend (bounce buffers
 #     without persistent grants), online resize, xl save + xl restore of the
 #     domU under I/O, and last a backend detach under I/O.
 set -uo pipefail
 T=$(dirname "$0")/..
-GUEST_ENV="SCRIPTS=xen-compare,xen-io,fio-verify,xen-mq,xen-indirect-limits VERIFY_MOD=xen_blkfront_rs VERIFY_DISK=xvda XEN_EXPECT_PHYS=4096 XEN_EXPECT_MIN_IO=4096 XEN_EXPECT_OPT_IO=1048576" \
+GUEST_ENV="SCRIPTS=xen-compare,xen-io,fio-verify,xen-mq,xen-indirect-limits,xen-faults VERIFY_MOD=xen_blkfront_rs VERIFY_DISK=xvda XEN_EXPECT_PHYS=4096 XEN_EXPECT_MIN_IO=4096 XEN_EXPECT_OPT_IO=1048576" \
     bash "$T/xen-guest.sh" -l xen-p1-b4096 -p 1 -b 4096 -m 4096 -o 1048576 -c 2 -t 900 "$T/guest/multi.sh"
 GUEST_ENV="SCRIPTS=xen-io,fio-verify,xen-indirect-limits,xen-untrusted,xen-resize,xen-suspend,xen-detach VERIFY_MOD=xen_blkfront_rs VERIFY_DISK=xvda XEN_EXPECT_PHYS=512 XEN_EXPECT_MIN_IO=512 XEN_EXPECT_OPT_IO=0" \
     bash "$T/xen-guest.sh" -l xen-p0-b512 -p 0 -b 512 -s 256M -t 900 "$T/guest/multi.sh"

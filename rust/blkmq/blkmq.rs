@@ -1014,33 +1014,6 @@ impl<T: Operations> GenDisk<T> {
         unsafe { bindings::set_disk_ro(self.raw(), limits.read_only) };
         Ok(())
     }
-
-    /// Run a driver-private `REQ_OP_DRV_IN` request that reads into `buf`
-    /// (kmalloc'ed, so it can be mapped) and wait for it. The driver's
-    /// `queue_rq` sees [`ReqOp::DrvIn`]. Sleeps.
-    pub fn execute_drv_in(&self, buf: &mut KVec<u8>) -> Result {
-        let len = u32::try_from(buf.len()).map_err(|_| code::EINVAL)?;
-        // SAFETY: the queue is valid; sleeping allocation of one request.
-        let rq = from_err_ptr(unsafe {
-            bindings::blk_mq_alloc_request((*self.raw()).queue, bindings::req_op_REQ_OP_DRV_IN, 0)
-        })?;
-        // SAFETY: `rq` is ours until freed; `buf` is a live kmalloc buffer of
-        // `len` bytes that outlives the synchronous execution below.
-        unsafe {
-            let r = to_result(bindings::blk_rq_map_kern(
-                rq,
-                buf.as_mut_ptr().cast(),
-                len,
-                bindings::GFP_KERNEL,
-            ));
-            let r = match r {
-                Ok(()) => Status(bindings::blk_execute_rq(rq, false)).to_result(),
-                Err(e) => Err(e),
-            };
-            bindings::blk_mq_free_request(rq);
-            r
-        }
-    }
 }
 
 impl<T: Operations> Drop for GenDisk<T> {

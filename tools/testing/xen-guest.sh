@@ -4,7 +4,8 @@
 # running a guest check script as its /test.sh.
 #
 #   xen-guest.sh [-p FEATURE_PERSISTENT] [-b PHYS_BLOCK] [-m MIN_IO -o OPT_IO]
-#                [-s DISK_SIZE] [-n NDOMU] [-c VCPUS] [-2] [-P] [-t TIMEOUT] [-l LABEL] SCRIPT
+#                [-s DISK_SIZE] [-n NDOMU] [-c VCPUS] [-g FRAMES] [-2] [-P] [-t TIMEOUT]
+#                [-l LABEL] SCRIPT
 #
 # -p 0|1   blkback's feature_persistent (default 1)
 # -b N     physical_block_size of dom0's backing disk (default 512)
@@ -12,6 +13,9 @@
 #          them as minimum-io-size / optimal-io-size (our blkif extension)
 # -c N     vCPUs of each domU, and blkback's max_queues (default 1): N > 1
 #          lets a frontend negotiate N rings
+# -g N     the domUs' grant table: at most N frames of 512 grants (xl's
+#          max_grant_frames; default 64), also passed as BLKGRANTFRAMES=N in
+#          their environment (running out of grants on purpose)
 # -2       give (the first) domU a second vbd, xvdb, on the same dom0 disk:
 #          two frontends side by side on one backing device (benchmarks)
 # -P       pin dom0's vCPU to physical CPU 0 and every domU vCPU to CPU 1
@@ -38,17 +42,18 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-persistent=1 phys=512 min_io= opt_io= size=512M timeout=600 label= ndomu=1 vcpus=1 twin=0 pin=0
-while getopts "p:b:m:o:s:n:c:2Pt:l:" o; do
+persistent=1 phys=512 min_io= opt_io= size=512M timeout=600 label= ndomu=1 vcpus=1 twin=0 pin=0 frames=
+while getopts "p:b:m:o:s:n:c:g:2Pt:l:" o; do
     case $o in
         p) persistent=$OPTARG ;; b) phys=$OPTARG ;; m) min_io=$OPTARG ;;
         o) opt_io=$OPTARG ;; s) size=$OPTARG ;; t) timeout=$OPTARG ;; l) label=$OPTARG ;;
-        n) ndomu=$OPTARG ;; c) vcpus=$OPTARG ;; 2) twin=1 ;; P) pin=1 ;;
-        *) die "usage: $0 [-p 0|1] [-b PHYS] [-m MIN -o OPT] [-s SIZE] [-n NDOMU] [-c VCPUS] [-2] [-P] [-t SECS] [-l LABEL] SCRIPT" ;;
+        n) ndomu=$OPTARG ;; c) vcpus=$OPTARG ;; g) frames=$OPTARG ;; 2) twin=1 ;; P) pin=1 ;;
+        *) die "usage: $0 [-p 0|1] [-b PHYS] [-m MIN -o OPT] [-s SIZE] [-n NDOMU] [-c VCPUS] [-g FRAMES] [-2] [-P] [-t SECS] [-l LABEL] SCRIPT" ;;
     esac
 done
 shift $((OPTIND - 1))
 [[ $ndomu =~ ^[1-4]$ ]] || die "-n: 1 to 4 domUs"
+[[ -z $frames || $frames =~ ^[1-9][0-9]*$ ]] || die "-g: a number of grant frames"
 script=${1:?guest script}
 label=${label:-$(basename "$script" .sh)-p$persistent-b$phys}
 KDIR=${KDIR:-$(bash "$REPO/tools/testing/build-kernel.sh")}
@@ -100,6 +105,7 @@ for ((i = 1; i <= ndomu; i++)); do
     name=blktest mem=384 extra=
     ((i > 1)) && name=blktest$i
     ((ndomu > 1)) && extra=" BLKDOMU=$i BLKNDOMU=$ndomu BLKT0=@T0@"
+    [ -n "$frames" ] && extra+=" BLKGRANTFRAMES=$frames"
     cfg=domU.cfg; ((i > 1)) && cfg=domU$i.cfg
     disks="'format=raw, vdev=xvda, access=rw, script=/run/payload/block-simple, target=/dev/${targets[i - 1]}'"
     # The twin: xen-blkback opens the device without claiming it, and
@@ -111,6 +117,7 @@ name="$name"
 memory=$mem
 vcpus=$vcpus
 $( ((pin)) && echo 'cpus="1"')
+$([ -n "$frames" ] && echo "max_grant_frames=$frames")
 kernel="/run/payload/domU-bzImage"
 ramdisk="/run/payload/domU.cpio.gz"
 extra="console=hvc0 rdinit=/init quiet loglevel=6$extra${DOMU_APPEND:+ $DOMU_APPEND}"

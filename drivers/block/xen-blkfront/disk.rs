@@ -227,6 +227,7 @@ impl core::fmt::Debug for StatsView {
         writeln!(f, "grants_in_use: {}", g.in_use)?;
         writeln!(f, "notifications: {}", t.notifications)?;
         writeln!(f, "busy: {}", t.busy)?;
+        writeln!(f, "out_of_grants: {}", t.out_of_grants)?;
         writeln!(f, "interrupts: {}", t.interrupts)?;
         writeln!(f, "spurious_interrupts: {}", t.spurious_interrupts)?;
         writeln!(f, "backend_errors: {}", t.errors)
@@ -235,7 +236,10 @@ impl core::fmt::Debug for StatsView {
 
 /// Test-only fault injection (debugfs `xen_blkfront_rs-<disk>/inject`,
 /// only in kernels with `CONFIG_FAULT_INJECTION`): writing `break` breaks
-/// every ring of the disk as a bad backend response would.
+/// every ring of the disk as a bad backend response would; writing
+/// `hold-reconnect` keeps the next reconnect of a live disk (after a
+/// resume) from happening, as if the new backend never came: the disk then
+/// stays in the reconnect window until it is removed.
 #[cfg(CONFIG_FAULT_INJECTION)]
 pub(crate) struct FaultInjector {
     rings: KVec<Arc<Ring>>,
@@ -252,6 +256,10 @@ impl kernel::debugfs::Reader for FaultInjector {
                 for r in self.rings.iter() {
                     r.inject_break();
                 }
+                Ok(())
+            }
+            Some(b"hold-reconnect") => {
+                crate::front::HOLD_NEXT_RECONNECT.store(true, Ordering::Release);
                 Ok(())
             }
             _ => Err(EINVAL),

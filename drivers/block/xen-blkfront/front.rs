@@ -48,6 +48,26 @@ const PROTOCOL: &CStr = c"x86_64-abi";
 /// The xenbus driver.
 pub(crate) struct Blkfront;
 
+/// Test-only (`hold-reconnect` in the fault-injection file): the next
+/// reconnect of a live disk is not made, which leaves the disk in the
+/// window between a resume and the new backend's Connected for as long as
+/// the test wants (removal in that window must not hang).
+#[cfg(CONFIG_FAULT_INJECTION)]
+pub(crate) static HOLD_NEXT_RECONNECT: core::sync::atomic::AtomicBool =
+    core::sync::atomic::AtomicBool::new(false);
+
+/// Whether fault injection asked to hold this reconnect (once).
+fn reconnect_held() -> bool {
+    #[cfg(CONFIG_FAULT_INJECTION)]
+    {
+        HOLD_NEXT_RECONNECT.swap(false, core::sync::atomic::Ordering::AcqRel)
+    }
+    #[cfg(not(CONFIG_FAULT_INJECTION))]
+    {
+        false
+    }
+}
+
 /// Where the device is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Phase {
@@ -322,6 +342,14 @@ impl Info {
     fn talk_to_blkback(&self, dev: &Device) -> Result<(), Reported> {
         let mut conn = self.conn.lock();
         release_backend(&mut conn);
+        if let Some(disk) = conn.disk.as_ref().filter(|_| reconnect_held()) {
+            pr_info!(
+                "blkfront: {}: fault injection: not reconnecting to {}\n",
+                disk.name(),
+                dev.otherend().to_str().unwrap_or("?")
+            );
+            return Ok(());
+        }
         let r = self.setup_rings(dev, &mut conn);
         if r.is_err() {
             abandon(&mut conn);

@@ -252,7 +252,10 @@ pub(crate) struct RingStats {
     pub(crate) requests: u64,
     pub(crate) indirect_requests: u64,
     pub(crate) notifications: u64,
+    /// Requests sent back to blk-mq to retry (ring full, no id, no grant).
     pub(crate) busy: u64,
+    /// Of those, the grant table had no free reference.
+    pub(crate) out_of_grants: u64,
     pub(crate) errors: u64,
     /// Calls of the interrupt handler, and those that found no response
     /// (acknowledged as spurious: two in a row delay the next event, see
@@ -268,6 +271,7 @@ impl RingStats {
         self.indirect_requests += o.indirect_requests;
         self.notifications += o.notifications;
         self.busy += o.busy;
+        self.out_of_grants += o.out_of_grants;
         self.errors += o.errors;
         self.interrupts += o.interrupts;
         self.spurious_interrupts += o.spurious_interrupts;
@@ -1131,6 +1135,20 @@ fn queue_discard(
     finish_queue(io, front, pages, rq, id, BLKIF_OP_DISCARD, 0, &entry)
 }
 
+/// A grant the pool could not give: the grant table is out of references
+/// or the pool of entries is (the request is retried when blk-mq reruns
+/// the queue), anything else is a bug that retrying would not fix.
+fn out_of_grants(io: &mut Io, e: GrantError) -> QueueError {
+    match e {
+        GrantError::NoGrantRefs => {
+            io.stats.out_of_grants += 1;
+            QueueError::Busy
+        }
+        GrantError::Exhausted => QueueError::Busy,
+        _ => QueueError::Io,
+    }
+}
+
 fn queue_rw(
     io: &mut Io,
     front: &mut FrontRing,
@@ -1172,25 +1190,27 @@ fn queue_rw(
     let write = !matches!(op, RwOp::Read);
     io.segs.clear();
     let mut copied = 0u64;
-    let mut failed = false;
+    // Why the request cannot go out now: no grant (`Busy`, retried) or
+    // anything else (`Io`: retrying would fail the same way).
+    let mut failed: Option<QueueError> = None;
     for i in 0..nr as usize {
         let Some(&m) = io.mapped.get(i) else {
-            failed = true;
+            failed = Some(QueueError::Io);
             break;
         };
         let g = match io.pool.get(&mut io.gt, m.page, readonly) {
             Ok(g) => g,
-            Err(_) => {
-                failed = true;
+            Err(e) => {
+                failed = Some(out_of_grants(io, e));
                 break;
             }
         };
         let Some(s) = io.shadow.get_mut(idu) else {
-            failed = true;
+            failed = Some(QueueError::Io);
             break;
         };
         if s.grants.push_within_capacity(g.handle).is_err() {
-            failed = true;
+            failed = Some(QueueError::Io);
             break;
         }
         if io.n.copy_data {
@@ -1207,17 +1227,17 @@ fn queue_rw(
                     .copy_to(cs.data_off as usize, g.frame, off as usize, cs.len as usize)
                     .is_err()
                 {
-                    failed = true;
+                    failed = Some(QueueError::Io);
                     break;
                 }
                 copied += u64::from(cs.len);
             } else if s.copies.push_within_capacity(cs).is_err() {
-                failed = true;
+                failed = Some(QueueError::Io);
                 break;
             }
         }
         if io.segs.push_within_capacity(m.to_blkif(g.gref)).is_err() {
-            failed = true;
+            failed = Some(QueueError::Io);
             break;
         }
     }
@@ -1227,11 +1247,10 @@ fn queue_rw(
         handle: io.handle,
         sector,
     };
-    let entry = if failed {
-        None
+    let entry = if let Some(e) = failed {
+        Err(e)
     } else if let Layout::Indirect { pages: np } = lay {
         io.indirect_grefs.clear();
-        let mut ok = true;
         for p in 0..np {
             let frame = match io
                 .shadow
@@ -1243,8 +1262,8 @@ fn queue_rw(
             };
             let g = match io.pool.get(&mut io.gt, frame, true) {
                 Ok(g) => g,
-                Err(_) => {
-                    ok = false;
+                Err(e) => {
+                    failed = Some(out_of_grants(io, e));
                     break;
                 }
             };
@@ -1253,7 +1272,7 @@ fn queue_rw(
                 .get_mut(idu)
                 .is_some_and(|s| s.indirect.push_within_capacity(g.handle).is_ok());
             if !pushed || io.indirect_grefs.push_within_capacity(g.gref).is_err() {
-                ok = false;
+                failed = Some(QueueError::Io);
                 break;
             }
             // Only the descriptors in use go to the page (the backend reads
@@ -1261,28 +1280,30 @@ fn queue_rw(
             let written = match write_indirect_page(&io.segs, p, &mut io.page_buf) {
                 Ok(n) => n as usize * BLKIF_SEGMENT_SIZE,
                 Err(_) => {
-                    ok = false;
+                    failed = Some(QueueError::Io);
                     break;
                 }
             };
             let used = io.page_buf.get(..written).unwrap_or(&[]);
             if g.frame.write(0, used).is_err() {
-                ok = false;
+                failed = Some(QueueError::Io);
                 break;
             }
         }
-        if ok {
-            encode_indirect(&hdr, nr, &io.indirect_grefs, max).ok()
-        } else {
-            None
+        match failed {
+            Some(e) => Err(e),
+            None => encode_indirect(&hdr, nr, &io.indirect_grefs, max).map_err(|_| QueueError::Io),
         }
     } else {
-        encode_direct(&hdr, &io.segs).ok()
+        encode_direct(&hdr, &io.segs).map_err(|_| QueueError::Io)
     };
-    let Some(entry) = entry else {
-        release_unsent(io, idu);
-        io.inflight.cancel(id);
-        return Err((rq, QueueError::Busy));
+    let entry = match entry {
+        Ok(entry) => entry,
+        Err(e) => {
+            release_unsent(io, idu);
+            io.inflight.cancel(id);
+            return Err((rq, e));
+        }
     };
     if copied != 0 {
         let _ = io.pool.account_copy(copied);

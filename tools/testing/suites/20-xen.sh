@@ -16,12 +16,18 @@
 #     durability), fio verify,
 #     max_indirect_segments 11 and 256, an untrusted frontend (bounce buffers
 #     without persistent grants), online resize, xl save + xl restore of the
-#     domU under I/O, and last a backend detach under I/O.
+#     domU under I/O, removal in the reconnect window after a restore
+#     (fault injection holds the reconnect; held requests fail, no hang),
+#     and last a backend detach under I/O.
 set -uo pipefail
 T=$(dirname "$0")/..
 GUEST_ENV="SCRIPTS=xen-compare,xen-io,fio-verify,xen-mq,xen-indirect-limits,xen-faults VERIFY_MOD=xen_blkfront_rs VERIFY_DISK=xvda XEN_EXPECT_PHYS=4096 XEN_EXPECT_MIN_IO=4096 XEN_EXPECT_OPT_IO=1048576" \
     bash "$T/xen-guest.sh" -l xen-p1-b4096 -p 1 -b 4096 -m 4096 -o 1048576 -c 2 -t 900 "$T/guest/multi.sh"
-GUEST_ENV="SCRIPTS=xen-io,fio-verify,xen-indirect-limits,xen-untrusted,xen-resize,xen-suspend,xen-detach VERIFY_MOD=xen_blkfront_rs VERIFY_DISK=xvda XEN_EXPECT_PHYS=512 XEN_EXPECT_MIN_IO=512 XEN_EXPECT_OPT_IO=0" \
+GUEST_ENV="SCRIPTS=xen-io,fio-verify,xen-indirect-limits,xen-untrusted,xen-resize,xen-suspend,xen-removal,xen-detach VERIFY_MOD=xen_blkfront_rs VERIFY_DISK=xvda XEN_EXPECT_PHYS=512 XEN_EXPECT_MIN_IO=512 XEN_EXPECT_OPT_IO=0" \
     bash "$T/xen-guest.sh" -l xen-p0-b512 -p 0 -b 512 -s 256M -t 900 "$T/guest/multi.sh"
 # C: a backend whose published values fail validation.
 bash "$T/xen-guest.sh" -l xen-badbackend -m 4096 -o 1048576 "$T/guest/xen-badbackend.sh"
+# D: a grant table of 4 frames (2048 grants) and two vbds with 2 rings and
+# 256 indirect segments each: both disks at once run out of grants, every
+# request still completes (C driver first, same workload).
+bash "$T/xen-guest.sh" -l xen-grants -p 1 -g 4 -c 2 -2 -s 256M -t 900 "$T/guest/xen-grants.sh"

@@ -1,0 +1,87 @@
+#!/bin/sh
+# Xen domU with a small grant table (xen-guest.sh -g: BLKGRANTFRAMES frames
+# of 512 grants) and two vbds (-2), each with one ring per vCPU and
+# max_indirect_segments=256 (a 1 MiB request takes 257 grants): fio on both
+# disks at once, 16 deep, wants several times more grants than the table
+# has. Every request must still complete (wait, never EIO: fio crc32c
+# verify 0 errors on both disks), the driver must have run out of grants
+# (out_of_grants > 0 in its stats) and its retries must not spin (blk-mq
+# reruns a queue that returned BLK_STS_RESOURCE after 3 ms or on a
+# completion: at most a few hundred retries a second, not a busy loop).
+# With and without persistent grants (our feature_persistent parameter),
+# the C xen-blkfront first on the same workload for comparison.
+. /guest/common.sh
+FRAMES=${BLKGRANTFRAMES:?xen-guest.sh -g}
+echo "GRANTS: grant table of $FRAMES frames = $((FRAMES * 512)) grants; $(ls -d /sys/bus/xen/devices/vbd-* | wc -l) vbds, $(nproc) vCPUs"
+
+disks_up() { # N: wait for xvda and xvdb
+    for i in $(seq 1 60); do [ -e /sys/block/xvda ] && [ -e /sys/block/xvdb ] && return 0; sleep 0.25; done
+    return 1
+}
+unbind_all() { # driver-dir
+    for dev in /sys/bus/xen/drivers/$1/vbd-*; do
+        [ -e "$dev" ] && echo "$(basename "$dev")" > /sys/bus/xen/drivers/$1/unbind
+    done
+}
+# workload LABEL: both disks at once (disjoint regions of dom0's one disk),
+# 1 MiB random writes 16 deep then a crc32c read-back; prints the peak of
+# grants_in_use (ours) while it runs.
+workload() {
+    local label=$1 t0 t1 peak=0 g rc
+    t0=$(cut -d. -f1 /proc/uptime)
+    fio --name=a --filename=/dev/xvda --offset=0 --size=48M \
+        --name=b --filename=/dev/xvdb --offset=128M --size=48M \
+        --ioengine=libaio --iodepth=16 --direct=1 --rw=randwrite --bs=1M \
+        --verify=crc32c --verify_fatal=1 --output=/tmp/fio-grants.out > /dev/null 2>&1 &
+    local pid=$!
+    while kill -0 $pid 2>/dev/null; do
+        for d in xvda xvdb; do
+            g=$(sed -n 's/^grants_in_use: //p' /sys/kernel/debug/xen_blkfront_rs-$d/stats 2>/dev/null)
+            [ -n "$g" ] && [ "$g" -gt "$peak" ] && peak=$g
+        done
+        sleep 0.2
+    done
+    wait $pid; rc=$?
+    t1=$(cut -d. -f1 /proc/uptime)
+    ELAPSED=$((t1 - t0)); [ $ELAPSED -gt 0 ] || ELAPSED=1
+    PEAK=$peak
+    expect_eq "$label: fio on xvda and xvdb at once, 1 MiB 16 deep, crc32c verify" "$rc" 0
+    grep -E "err=|verify:|bad magic|crc32c" /tmp/fio-grants.out | head -4
+    check "$label: no I/O error in dmesg" sh -c "! dmesg | grep -q 'I/O error'"
+}
+stat_of() { sed -n "s/^$2: //p" /sys/kernel/debug/xen_blkfront_rs-$1/stats; }
+
+for persistent in 1 0; do
+    p=persistent; [ $persistent = 0 ] && p=no-persistent
+    dmesg -c > /dev/null
+    if check "C $p: insmod xen-blkfront max_indirect_segments=256 feature_persistent=$persistent" \
+        insmod /lib/modules/xen-blkfront.ko max_indirect_segments=256 feature_persistent=$persistent; then
+        if disks_up; then
+            workload "C $p"
+            echo "GRANTS C $p: 2 disks, $(nproc) rings each, fio ${ELAPSED} s"
+        else
+            not_ok "C $p: xvda and xvdb appear"
+        fi
+        unbind_all vbd
+        check "C $p: rmmod xen-blkfront" unload xen-blkfront
+    fi
+    dmesg -c > /dev/null
+    check "RS $p: insmod xen_blkfront_rs max_indirect_segments=256 feature_persistent=$persistent" \
+        insmod /lib/modules/xen_blkfront_rs.ko max_indirect_segments=256 feature_persistent=$persistent
+    if disks_up; then
+        workload "RS $p"
+        oog=0 busy=0
+        for d in xvda xvdb; do
+            oog=$((oog + $(stat_of $d out_of_grants))) busy=$((busy + $(stat_of $d busy)))
+        done
+        echo "GRANTS RS $p: 2 disks, $(stat_of xvda rings) rings each, fio ${ELAPSED} s, peak grants in use on one disk $PEAK of $((FRAMES * 512)), out of grants $oog times, $busy retries ($((busy / ELAPSED))/s)"
+        check "RS $p: the grant table ran out ($oog times)" [ "$oog" -gt 0 ]
+        check "RS $p: retries do not spin ($busy in $ELAPSED s, at most 1000/s)" [ "$busy" -le $((1000 * ELAPSED)) ]
+        for d in xvda xvdb; do cat /sys/kernel/debug/xen_blkfront_rs-$d/stats | tr '\n' ' '; echo; done
+    else
+        not_ok "RS $p: xvda and xvdb appear"
+    fi
+    unbind_all xen_blkfront_rs
+    check "RS $p: rmmod xen_blkfront_rs" unload xen_blkfront_rs
+done
+finish

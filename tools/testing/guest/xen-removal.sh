@@ -1,0 +1,67 @@
+#!/bin/sh
+# Xen domU: the disk is removed in the reconnect window. fio keeps requests
+# on the ring (dom0's disk throttled), dom0 saves and restores the domain
+# (the requests go back to blk-mq to wait for the new backend), fault
+# injection (`hold-reconnect`, kernels with CONFIG_FAULT_INJECTION) keeps
+# the frontend from reconnecting, and dom0 detaches the vbd: the held
+# requests must fail with EIO, the disk go away in bounded time (before
+# the fix, del_gendisk waited forever for requests nobody would issue) and
+# the module unload. Then dom0 attaches the vbd again for the next script.
+. /guest/common.sh
+D=xvda
+check "insmod xen_blkfront_rs" insmod /lib/modules/xen_blkfront_rs.ko
+for i in $(seq 1 40); do [ -e /sys/block/$D ] && break; sleep 0.25; done
+[ -e /sys/block/$D ] && ok "disk $D appears" || { not_ok "disk $D appears"; finish; exit; }
+DBG=/sys/kernel/debug/xen_blkfront_rs-$D
+[ -w $DBG/inject ] && ok "fault-injection file present" || { not_ok "fault-injection file $DBG/inject present"; finish; exit; }
+vbd=$(basename "$(readlink /sys/block/$D/device)")
+dmesg -c >/dev/null
+
+echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 8 0 0"
+sleep 2
+fio --name=held --filename=/dev/$D --direct=1 --ioengine=libaio \
+    --iodepth=16 --rw=randwrite --bs=64k --size=64M --time_based --runtime=600 \
+    > /tmp/fio-held.log 2>&1 &
+FIO=$!
+n=0
+while [ "$(sed -n 's/^grants_in_use: //p' $DBG/stats)" -lt 16 ] && [ $n -lt 60 ]; do sleep 0.5; n=$((n + 1)); done
+check "fio has requests on the ring before the save" test "$(sed -n 's/^grants_in_use: //p' $DBG/stats)" -ge 16
+check "inject: hold-reconnect" sh -c "echo hold-reconnect > $DBG/inject"
+echo "DOM0-CMD: sh /run/payload/save-restore"
+for i in $(seq 1 360); do dmesg | grep -q "not reconnecting" && break; sleep 0.5; done
+echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 0 0 0"
+check "restored, the reconnect held by fault injection" sh -c "dmesg | grep -q 'fault injection: not reconnecting'"
+held=$(dmesg | sed -n 's/.*resuming: \([0-9]*\) requests in flight.*/\1/p' | tail -1)
+check "requests in flight at the suspend wait for the new backend (${held:-none})" [ "${held:-0}" -gt 0 ]
+check "fio still waits for them" kill -0 $FIO
+
+# The backend goes away while the disk waits for it.
+t0=$(cut -d. -f1 /proc/uptime)
+echo "DOM0-CMD: xl block-detach blktest $D"
+n=0
+while [ -e /sys/block/$D ] && [ $n -lt 120 ]; do sleep 0.5; n=$((n + 1)); done
+t1=$(cut -d. -f1 /proc/uptime)
+[ ! -e /sys/block/$D ] && ok "disk removed in the reconnect window, $((t1 - t0)) s after the detach" ||
+    not_ok "disk removed in the reconnect window (60 s)"
+n=0
+while kill -0 $FIO 2>/dev/null && [ $n -lt 40 ]; do sleep 0.5; n=$((n + 1)); done
+if kill -0 $FIO 2>/dev/null; then
+    not_ok "fio ended within 20 s of the removal"
+    kill -9 $FIO 2>/dev/null
+else
+    ok "fio ended after the removal"
+fi
+wait $FIO
+rc=$?
+check "fio failed (exit $rc), not completed" [ "$rc" != 0 ]
+check "fio reports EIO" grep -q "Input/output error" /tmp/fio-held.log
+dmesg | grep -E "xen_blkfront_rs|blkfront" | tail -8
+check "no oops or warning" sh -c "! dmesg | grep -qE 'WARNING:|BUG:|Oops|Kernel panic'"
+check "rmmod xen_blkfront_rs" unload xen_blkfront_rs
+
+# The vbd back for whatever runs next in this boot.
+echo "DOM0-CMD: xl block-attach blktest format=raw,vdev=$D,access=rw,script=/run/payload/block-simple,target=/dev/vdb"
+n=0
+while [ ! -e /sys/bus/xen/devices/$vbd ] && [ $n -lt 120 ]; do sleep 0.5; n=$((n + 1)); done
+check "dom0 attached $vbd again" test -e /sys/bus/xen/devices/$vbd
+finish

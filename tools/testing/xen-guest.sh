@@ -61,7 +61,9 @@ KO_DIR=${KO_DIR:-$REPO}
 # Another domU kernel (e.g. a distribution's vmlinuz or the debug kernel) and
 # the directory with its C xen-blkfront.ko (DOMU_KERNEL, DOMU_MODULES;
 # defaults: KDIR's bzImage and drivers/block); DOMU_APPEND: more domU kernel
-# command line (e.g. kmemleak=on).
+# command line (e.g. kmemleak=on). DOMU_TYPE=pvh: the domUs are PVH guests
+# (the kernel needs CONFIG_XEN_PVH; Xen then gets a CPU with SVM and nested
+# paging from QEMU, which a PV-only run does not need).
 LOGDIR=${LOGDIR:-$CACHE/logs}
 mkdir -p "$LOGDIR"
 dom0_img=$(bash "$REPO/tools/testing/xen/build-dom0-image.sh" "$KDIR")
@@ -112,7 +114,7 @@ for ((i = 1; i <= ndomu; i++)); do
     # block-simple does no sharing check, so two vbds can share one disk.
     ((i == 1 && twin)) && disks+=", 'format=raw, vdev=xvdb, access=rw, script=/run/payload/block-simple, target=/dev/${targets[0]}'"
     cat > "$work/payload/$cfg" <<CFG
-type="pv"
+type="${DOMU_TYPE:-pv}"
 name="$name"
 memory=$mem
 vcpus=$vcpus
@@ -144,7 +146,9 @@ log "xen guest '$label': $ndomu domU(s), blkback feature_persistent=$persistent,
 : > "$log"
 relay=$(start_monitor_relay "$log" "$work/monitor.sock")
 set +e
-timeout --foreground -k 5 "$timeout" qemu-system-x86_64 -accel tcg -cpu qemu64 -smp 2 -m 3072 \
+cpu=qemu64
+[ "${DOMU_TYPE:-pv}" = pvh ] && cpu=qemu64,+svm,+npt
+timeout --foreground -k 5 "$timeout" qemu-system-x86_64 -accel tcg -cpu $cpu -smp 2 -m 3072 \
     -nographic -monitor "unix:$work/monitor.sock,server,nowait" -serial stdio -no-reboot \
     -kernel "$XEN_ELF" \
     -append "console=com1 com1=115200,8n1 loglvl=all guest_loglvl=all dom0_mem=1024M,max:1024M dom0_max_vcpus=1$( ((pin)) && echo ' dom0_vcpus_pin')" \

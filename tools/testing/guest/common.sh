@@ -129,3 +129,21 @@ durability() {
     check "$label: $n O_DIRECT|O_DSYNC writes: blkback wr_req +$sw (>= $n), f_req +$sf (>= $n)" \
         [ "$sw" -ge "$n" -a "$sf" -ge "$n" ]
 }
+# fio_fails_with_eio PID LOG EVENT T0: the fio run PID (output in LOG)
+# must end within 20 s, having failed (not completed, not killed) with an
+# I/O error, because of EVENT (for the check names) at uptime second T0.
+fio_fails_with_eio() {
+    local pid=$1 log=$2 event=$3 t0=$4 n=0 rc
+    while kill -0 "$pid" 2>/dev/null && [ $n -lt 40 ]; do sleep 0.5; n=$((n + 1)); done
+    if kill -0 "$pid" 2>/dev/null; then
+        not_ok "fio ended within 20 s of $event"
+        kill -9 "$pid" 2>/dev/null
+    else
+        ok "fio ended $(($(cut -d. -f1 /proc/uptime) - t0)) s after $event"
+    fi
+    wait "$pid"
+    rc=$?
+    check "fio failed (exit $rc), not completed nor killed" [ "$rc" != 0 -a "$rc" -lt 128 ]
+    check "fio reports EIO" grep -q "Input/output error" "$log"
+    tail -3 "$log"
+}

@@ -50,7 +50,7 @@ while IFS= read -r line; do
     grep -qx "$line" "$out/.config" || { echo "fragment option not set: $line" >&2; bad=1; }
 done < <(kernel_fragments $flavour | xargs cat | awk -F= '/^CONFIG_/ { v[$1] = $0 } END { for (k in v) print v[k] }')
 ((bad == 0)) || die "kernel config does not satisfy .config.fragments (see above); is the Rust toolchain usable (make rustavailable)?"
-mk -j"$(nproc)" bzImage modules > "$out/build.log" 2>&1 || {
+mk -j"$(nproc)" $(kernel_make_vars $flavour) bzImage modules > "$out/build.log" 2>&1 || {
     tail -40 "$out/build.log" >&2; die "kernel build failed, log in $out/build.log"; }
 touch "$out/.blkfront-done"
 echo "$out"

@@ -63,7 +63,8 @@ KO_DIR=${KO_DIR:-$REPO}
 # defaults: KDIR's bzImage and drivers/block); DOMU_APPEND: more domU kernel
 # command line (e.g. kmemleak=on). DOMU_TYPE=pvh: the domUs are PVH guests
 # (the kernel needs CONFIG_XEN_PVH; Xen then gets a CPU with SVM and nested
-# paging from QEMU, which a PV-only run does not need).
+# paging from QEMU, which a PV-only run does not need). DOMU_MEM: MiB per
+# domU (384; a KASAN kernel needs more to unpack the initramfs).
 LOGDIR=${LOGDIR:-$CACHE/logs}
 mkdir -p "$LOGDIR"
 dom0_img=$(bash "$REPO/tools/testing/xen/build-dom0-image.sh" "$KDIR")
@@ -104,7 +105,7 @@ ENV
 # /dev/vdd.. (dom0's /dev/vdc is the payload).
 targets=(vdb vdd vde vdf)
 for ((i = 1; i <= ndomu; i++)); do
-    name=blktest mem=384 extra=
+    name=blktest mem=${DOMU_MEM:-384} extra=
     ((i > 1)) && name=blktest$i
     ((ndomu > 1)) && extra=" BLKDOMU=$i BLKNDOMU=$ndomu BLKT0=@T0@"
     [ -n "$frames" ] && extra+=" BLKGRANTFRAMES=$frames"

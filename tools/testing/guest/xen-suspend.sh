@@ -38,7 +38,12 @@ fio --name=inflight --filename=/dev/$D --ioengine=libaio --iodepth=16 --direct=1
     --rw=randwrite --bs=64k --offset=160M --size=16M --verify=crc32c --verify_fatal=1 \
     --output=/tmp/fio-inflight.out > /dev/null 2>&1 &
 fio_pid=$!
-sleep 3
+# Until fio's requests are in flight (the dd writer has one or two), at
+# most 60 s: a fixed sleep was too short on a slow guest (a KASAN kernel).
+n=0
+while [ "$(awk '{ print $2 }' /sys/block/$D/inflight)" -lt 8 ] && [ $n -lt 120 ]; do
+    sleep 0.5; n=$((n + 1))
+done
 echo "DOM0-CMD: sh /run/payload/save-restore"
 for i in $(seq 1 360); do dmesg | grep -q "xen_blkfront_rs.*reconnected" && break; sleep 0.5; done
 echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 0 0 0"

@@ -125,7 +125,9 @@ collect_results() { # console.log label
     local tmp; tmp=$(mktemp -d)
     tr -d '\r' < "$log" | sed 's/^(XEN) //; s/^\[ *[0-9.]*\] //' > "$tmp/log"
     local skip_re='^(.*[^[:space:]])[[:space:]]+#[[:space:]]*[Ss][Kk][Ii][Pp][[:alnum:]]*([[:space:]]+(.*))?$'
-    grep -E '^(not )?ok [0-9]+ - ' "$tmp/log" | grep -v '^#' | while read -r line; do
+    # A line seen twice is one check printed twice (after xl restore, the
+    # restored domU's console reaches the log twice): counted once.
+    grep -E '^(not )?ok [0-9]+ - ' "$tmp/log" | awk '!seen[$0]++' | while read -r line; do
         case $line in
             "not ok"*) echo "fail $label: ${line#not ok * - }" ;;
             *)  line=${line#ok * - }

@@ -38,10 +38,13 @@ fio --name=inflight --filename=/dev/$D --ioengine=libaio --iodepth=16 --direct=1
     --rw=randwrite --bs=64k --offset=160M --size=16M --verify=crc32c --verify_fatal=1 \
     --output=/tmp/fio-inflight.out > /dev/null 2>&1 &
 fio_pid=$!
-# Until fio's requests are in flight (the dd writer has one or two), at
-# most 60 s: a fixed sleep was too short on a slow guest (a KASAN kernel).
+# Until fio's requests are in flight, at most a minute: 16 writes in
+# flight means fio has at least 8 of them there (the dd writer's 1 MiB
+# write is at most 8 requests). A fixed sleep alone was too short on a
+# slow guest (a KASAN kernel).
+sleep 3
 n=0
-while [ "$(awk '{ print $2 }' /sys/block/$D/inflight)" -lt 8 ] && [ $n -lt 120 ]; do
+while [ "$(awk '{ print $2 }' /sys/block/$D/inflight)" -lt 16 ] && [ $n -lt 120 ]; do
     sleep 0.5; n=$((n + 1))
 done
 echo "DOM0-CMD: sh /run/payload/save-restore"

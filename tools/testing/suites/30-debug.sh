@@ -4,14 +4,13 @@
 #  - a virtio guest: data checks with the C driver beside ours, fio verify,
 #    surprise removal of a disk under I/O;
 #  - a Xen PVH domU on it (dom0 stays on the test kernel; KASAN does not
-#    boot as a PV guest; one vCPU: with two, a PVH domU under Xen under
-#    TCG triple-faulted once in user mode during fio, outside any driver): data checks, xl
-#    xl save/restore with requests held and removal in the reconnect
-#    window, then the ring broken under fio by fault injection and the
-#    backend's detach. One save/restore per boot: a second restore of a
-#    PVH domU under Xen under TCG failed once ("xl restore failed",
-#    the domain gone), before our driver ran (xen-suspend runs on PV, boot
-#    B of 20-xen.sh).
+#    boot as a PV guest): data checks, fio verify, xl save/restore with
+#    requests held and removal in the reconnect window, then the ring
+#    broken under fio by fault injection and the backend's detach.
+#    Nested under TCG a PVH domU is fragile, so: one vCPU (with two, one
+#    run triple-faulted in user mode during fio, outside any driver) and
+#    one save/restore per boot (a second restore failed once, "xl restore
+#    failed", before our driver ran; xen-suspend runs on PV in 20-xen.sh).
 # Each boot starts with guest/debug-start.sh (the checkers are on) and ends
 # with guest/debug-report.sh: any KASAN, lockdep, sleep-in-atomic,
 # debugobjects or kmemleak report fails the run with its first lines.

@@ -7,10 +7,9 @@
 #    boot as a PV guest): data checks, fio verify, xl save/restore with
 #    requests held and removal in the reconnect window, then the ring
 #    broken under fio by fault injection and the backend's detach.
-#    Nested under TCG a PVH domU is fragile, so: one vCPU (with two, one
-#    run triple-faulted in user mode during fio, outside any driver) and
-#    one save/restore per boot (a second restore failed once, "xl restore
-#    failed", before our driver ran; xen-suspend runs on PV in 20-xen.sh).
+#    One vCPU: with two, a PVH domU nested under TCG triple-faulted once
+#    in user mode during fio, outside any driver. xen-suspend (a second
+#    save/restore) runs on PV in 20-xen.sh.
 # Each boot starts with guest/debug-start.sh (the checkers are on) and ends
 # with guest/debug-report.sh: any KASAN, lockdep, sleep-in-atomic,
 # debugobjects or kmemleak report fails the run with its first lines.

@@ -37,8 +37,9 @@ timeout "$DOMU_TIMEOUT" xl create -c /run/domU.cfg
 rc=$?
 # The guest had itself saved and restored (save-restore): its console goes
 # on from the log until the restored domain exits.
-while [ -e /run/domU-restore ] && [ $(( $(date +%s) - start )) -lt "$DOMU_TIMEOUT" ]; do sleep 1; done
-[ -e /run/domU-restore ] && rc=124
+restoring() { ls /run/domU-restore.* >/dev/null 2>&1; }
+while restoring && [ $(( $(date +%s) - start )) -lt "$DOMU_TIMEOUT" ]; do sleep 1; done
+restoring && rc=124
 i=2
 while [ "$i" -le "$NDOMU" ]; do
     while xl list "blktest$i" >/dev/null 2>&1 && [ $(( $(date +%s) - start )) -lt "$DOMU_TIMEOUT" ]; do sleep 1; done

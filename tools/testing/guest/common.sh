@@ -147,3 +147,15 @@ fio_fails_with_eio() {
     check "fio reports EIO" grep -q "Input/output error" "$log"
     tail -3 "$log"
 }
+# fault_injection_disk DISK: loads xen_blkfront_rs and waits for DISK;
+# sets DBG to its debugfs directory, which must have the fault-injection
+# file (CONFIG_FAULT_INJECTION). Returns 1 (after a failed check) if not.
+fault_injection_disk() {
+    check "insmod xen_blkfront_rs" insmod /lib/modules/xen_blkfront_rs.ko
+    for i in $(seq 1 40); do [ -e /sys/block/$1 ] && break; sleep 0.25; done
+    [ -e /sys/block/$1 ] && ok "disk $1 appears" || { not_ok "disk $1 appears"; return 1; }
+    DBG=/sys/kernel/debug/xen_blkfront_rs-$1
+    [ -w $DBG/inject ] && ok "fault-injection file present" || { not_ok "fault-injection file $DBG/inject present"; return 1; }
+}
+# dstat NAME: a counter of DBG/stats (see fault_injection_disk).
+dstat() { sed -n "s/^$1: //p" $DBG/stats; }

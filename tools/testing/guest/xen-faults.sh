@@ -8,12 +8,7 @@
 # module unloads. Last in a boot: the disk is detached at the end.
 . /guest/common.sh
 D=xvda
-check "insmod xen_blkfront_rs" insmod /lib/modules/xen_blkfront_rs.ko
-for i in $(seq 1 40); do [ -e /sys/block/$D ] && break; sleep 0.25; done
-[ -e /sys/block/$D ] && ok "disk $D appears" || { not_ok "disk $D appears"; finish; exit; }
-DBG=/sys/kernel/debug/xen_blkfront_rs-$D
-[ -w $DBG/inject ] && ok "fault-injection file present" || { not_ok "fault-injection file $DBG/inject present"; finish; exit; }
-dstat() { sed -n "s/^$1: //p" $DBG/stats; }
+fault_injection_disk $D || { finish; exit; }
 rings=$(dstat rings)
 dmesg -c >/dev/null
 

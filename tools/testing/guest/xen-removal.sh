@@ -9,11 +9,7 @@
 # the module unload. Then dom0 attaches the vbd again for the next script.
 . /guest/common.sh
 D=xvda
-check "insmod xen_blkfront_rs" insmod /lib/modules/xen_blkfront_rs.ko
-for i in $(seq 1 40); do [ -e /sys/block/$D ] && break; sleep 0.25; done
-[ -e /sys/block/$D ] && ok "disk $D appears" || { not_ok "disk $D appears"; finish; exit; }
-DBG=/sys/kernel/debug/xen_blkfront_rs-$D
-[ -w $DBG/inject ] && ok "fault-injection file present" || { not_ok "fault-injection file $DBG/inject present"; finish; exit; }
+fault_injection_disk $D || { finish; exit; }
 vbd=$(basename "$(readlink /sys/block/$D/device)")
 dmesg -c >/dev/null
 
@@ -24,8 +20,8 @@ fio --name=held --filename=/dev/$D --direct=1 --ioengine=libaio \
     > /tmp/fio-held.log 2>&1 &
 FIO=$!
 n=0
-while [ "$(sed -n 's/^grants_in_use: //p' $DBG/stats)" -lt 16 ] && [ $n -lt 60 ]; do sleep 0.5; n=$((n + 1)); done
-check "fio has requests on the ring before the save" test "$(sed -n 's/^grants_in_use: //p' $DBG/stats)" -ge 16
+while [ "$(dstat grants_in_use)" -lt 16 ] && [ $n -lt 60 ]; do sleep 0.5; n=$((n + 1)); done
+check "fio has requests on the ring before the save" test "$(dstat grants_in_use)" -ge 16
 check "inject: hold-reconnect" sh -c "echo hold-reconnect > $DBG/inject"
 echo "DOM0-CMD: sh /run/payload/save-restore"
 for i in $(seq 1 360); do dmesg | grep -q "not reconnecting" && break; sleep 0.5; done

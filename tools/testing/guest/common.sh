@@ -159,3 +159,10 @@ fault_injection_disk() {
 }
 # dstat NAME: a counter of DBG/stats (see fault_injection_disk).
 dstat() { sed -n "s/^$1: //p" $DBG/stats; }
+# fio_on_rings WHEN: waits (at most 30 s) until the rings hold fio's
+# requests (16 grants in use) and checks that they do, WHEN.
+fio_on_rings() {
+    local n=0
+    while [ "$(dstat grants_in_use)" -lt 16 ] && [ $n -lt 60 ]; do sleep 0.5; n=$((n + 1)); done
+    check "fio has requests on the rings $1 ($(dstat grants_in_use) grants in use)" test "$(dstat grants_in_use)" -ge 16
+}

@@ -20,10 +20,7 @@ fio --thread --name=inflight --filename=/dev/$D --direct=1 --ioengine=libaio \
     --iodepth=16 --rw=randwrite --bs=64k --size=64M --time_based --runtime=60 \
     > /tmp/fio-fault.log 2>&1 &
 FIO=$!
-# Until the rings hold fio's requests (grants in use), at most 30 s.
-n=0
-while [ "$(dstat grants_in_use)" -lt 16 ] && [ $n -lt 60 ]; do sleep 0.5; n=$((n + 1)); done
-check "fio has requests on the rings before the fault ($(dstat grants_in_use) grants in use)" test "$(dstat grants_in_use)" -ge 16
+fio_on_rings "before the fault"
 t0=$(cut -d. -f1 /proc/uptime)
 check "inject: break" sh -c "echo break > $DBG/inject"
 fio_fails_with_eio $FIO /tmp/fio-fault.log "the fault" $t0

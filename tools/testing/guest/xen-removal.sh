@@ -19,9 +19,7 @@ fio --name=held --filename=/dev/$D --direct=1 --ioengine=libaio \
     --iodepth=16 --rw=randwrite --bs=64k --size=64M --time_based --runtime=600 \
     > /tmp/fio-held.log 2>&1 &
 FIO=$!
-n=0
-while [ "$(dstat grants_in_use)" -lt 16 ] && [ $n -lt 60 ]; do sleep 0.5; n=$((n + 1)); done
-check "fio has requests on the ring before the save" test "$(dstat grants_in_use)" -ge 16
+fio_on_rings "before the save"
 check "inject: hold-reconnect" sh -c "echo hold-reconnect > $DBG/inject"
 echo "DOM0-CMD: sh /run/payload/save-restore"
 for i in $(seq 1 360); do dmesg | grep -q "not reconnecting" && break; sleep 0.5; done

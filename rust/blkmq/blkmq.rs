@@ -78,6 +78,11 @@ mod shim {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Status(u8);
 
+// SAFETY: `Status` is a `u8`; all zeroes is `BLK_STS_OK` (checked below),
+// so a zeroed request's status says "done" until the driver sets another.
+unsafe impl Zeroable for Status {}
+const _: () = assert!(shim::BLKFRONT_RS_BLK_STS_OK == 0);
+
 impl Status {
     /// Success.
     pub const OK: Status = Status(shim::BLKFRONT_RS_BLK_STS_OK as u8);

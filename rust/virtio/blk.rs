@@ -421,16 +421,6 @@ impl<T: Operations<RequestData = BlkReq>> BlkVq<T> {
         self.late_id_answers
     }
 
-    /// The underlying virtqueue.
-    pub fn vq(&mut self) -> &mut Virtqueue {
-        &mut self.vq
-    }
-
-    /// Free descriptors.
-    pub fn num_free(&self) -> u32 {
-        self.vq.num_free()
-    }
-
     /// Add a prepared request. On failure (`ENOSPC`: ring full, `ENOMEM`)
     /// the request is given back.
     pub fn submit(&mut self, rq: Request<T>) -> core::result::Result<(), (Request<T>, Error)> {

@@ -108,11 +108,6 @@ u64 blkfront_rs_virtio_cread64(struct virtio_device *vdev, unsigned int offset)
 	return virtio_cread64(vdev, offset);
 }
 
-void blkfront_rs_virtio_cwrite8(struct virtio_device *vdev, unsigned int offset, u8 val)
-{
-	virtio_cwrite8(vdev, offset, val);
-}
-
 size_t blkfront_rs_virtio_max_dma_size(struct virtio_device *vdev)
 {
 	return virtio_max_dma_size(vdev);

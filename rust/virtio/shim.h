@@ -45,7 +45,6 @@ u8 blkfront_rs_virtio_cread8(struct virtio_device *vdev, unsigned int offset);
 u16 blkfront_rs_virtio_cread16(struct virtio_device *vdev, unsigned int offset);
 u32 blkfront_rs_virtio_cread32(struct virtio_device *vdev, unsigned int offset);
 u64 blkfront_rs_virtio_cread64(struct virtio_device *vdev, unsigned int offset);
-void blkfront_rs_virtio_cwrite8(struct virtio_device *vdev, unsigned int offset, u8 val);
 size_t blkfront_rs_virtio_max_dma_size(struct virtio_device *vdev);
 int blkfront_rs_virtio_find_vqs(struct virtio_device *vdev, unsigned int nvqs,
 				struct virtqueue **vqs, blkfront_rs_vq_callback_t callback,

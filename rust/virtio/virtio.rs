@@ -53,8 +53,6 @@ mod shim {
     include!("bindings_generated.rs");
 }
 
-/// `VIRTIO_F_VERSION_1`.
-pub const VIRTIO_F_VERSION_1: u32 = 32;
 /// `VIRTIO_RING_F_INDIRECT_DESC`.
 pub const VIRTIO_RING_F_INDIRECT_DESC: u32 = 28;
 
@@ -131,12 +129,6 @@ impl Device {
     pub fn cread_u64(&self, offset: usize) -> u64 {
         // SAFETY: live device.
         unsafe { shim::blkfront_rs_virtio_cread64(self.raw(), offset as u32) }
-    }
-
-    /// Write a config byte (e.g. `wce`).
-    pub fn cwrite_u8(&self, offset: usize, val: u8) {
-        // SAFETY: live device.
-        unsafe { shim::blkfront_rs_virtio_cwrite8(self.raw(), offset as u32, val) }
     }
 
     /// Largest DMA segment the transport allows.
@@ -234,12 +226,6 @@ unsafe impl Send for Virtqueue {}
 impl Virtqueue {
     fn raw(&self) -> *mut shim::virtqueue {
         self.vq.as_ptr()
-    }
-
-    /// Index of this queue on its device.
-    pub fn index(&self) -> u32 {
-        // SAFETY: live virtqueue (type invariant).
-        unsafe { shim::blkfront_rs_vq_index(self.raw()) }
     }
 
     /// Free descriptors.

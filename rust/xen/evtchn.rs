@@ -37,11 +37,6 @@ impl EventChannel {
         })
     }
 
-    /// The port number (written to xenstore as `event-channel`).
-    pub fn port(&self) -> u32 {
-        self.port
-    }
-
     /// Binds the channel to `T::handle` with late EOI
     /// (`bind_evtchn_to_irqhandler_lateeoi`); `data` is passed to every
     /// call. The channel is closed when the returned binding is dropped.
@@ -118,11 +113,6 @@ impl<T: Handler> BoundIrq<T> {
     /// A handle to notify the backend through this channel.
     pub fn notifier(&self) -> Notifier {
         Notifier(self.irq)
-    }
-
-    /// The handler data.
-    pub fn data(&self) -> &Arc<T> {
-        &self.data
     }
 }
 

@@ -31,7 +31,8 @@ const BATCH: u16 = 16;
 /// `self.0` points to a `struct page` that stays allocated for as long as
 /// any copy of this `Frame` is used (granted, read or written). Frames are
 /// only made by [`XenPage::frame`] (the owner outlives its grants: see
-/// [`XenPage`]) and by [`Frame::from_kernel_page`], whose caller promises it.
+/// [`XenPage`]) and by [`for_each_request_frame`] for the pages of a request
+/// blk-mq holds (the request outlives its grants).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Frame(NonNull<bindings::page>);
 
@@ -41,16 +42,6 @@ unsafe impl Send for Frame {}
 unsafe impl Sync for Frame {}
 
 impl Frame {
-    /// Wraps a kernel page.
-    ///
-    /// # Safety
-    ///
-    /// `page` must point to a `struct page` that stays allocated for as long
-    /// as the returned frame (or a copy of it) is granted or accessed.
-    pub unsafe fn from_kernel_page(page: *mut kernel::bindings::page) -> Option<Self> {
-        NonNull::new(page.cast::<bindings::page>()).map(Self)
-    }
-
     fn check(off: usize, len: usize) -> Result {
         match off.checked_add(len) {
             Some(end) if end <= XEN_PAGE_SIZE => Ok(()),

@@ -65,11 +65,6 @@ impl SharedPages {
         self.grefs.get(..self.nr_pages as usize).unwrap_or(&[])
     }
 
-    /// Pages in the ring.
-    pub fn nr_pages(&self) -> u32 {
-        self.nr_pages
-    }
-
     fn len(&self) -> usize {
         self.nr_pages as usize * XEN_PAGE_SIZE
     }

@@ -79,21 +79,6 @@ struct device *rxen_dev_device(struct xenbus_device *dev)
 	return &dev->dev;
 }
 
-void rxen_dev_info(struct xenbus_device *dev, const char *msg)
-{
-	dev_info(&dev->dev, "%s\n", msg);
-}
-
-void rxen_dev_warn(struct xenbus_device *dev, const char *msg)
-{
-	dev_warn(&dev->dev, "%s\n", msg);
-}
-
-void rxen_dev_err(struct xenbus_device *dev, const char *msg)
-{
-	dev_err(&dev->dev, "%s\n", msg);
-}
-
 int rxen_xenbus_read(u32 xbt, const char *dir, const char *node, char **out,
 		     unsigned int *len)
 {

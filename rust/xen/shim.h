@@ -42,9 +42,6 @@ void rxen_dev_set_drvdata(struct xenbus_device *dev, void *data);
 void *rxen_dev_get_drvdata(struct xenbus_device *dev);
 /* &dev->dev, for the block layer's parent device. */
 struct device *rxen_dev_device(struct xenbus_device *dev);
-void rxen_dev_info(struct xenbus_device *dev, const char *msg);
-void rxen_dev_warn(struct xenbus_device *dev, const char *msg);
-void rxen_dev_err(struct xenbus_device *dev, const char *msg);
 
 /* ---- xenstore ---- */
 /*

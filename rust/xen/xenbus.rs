@@ -167,38 +167,6 @@ impl Device {
         unsafe { bindings::rxen_xenbus_frontend_closed(self.as_raw()) };
     }
 
-    fn log(&self, level: u8, msg: fmt::Arguments<'_>) {
-        let Ok(text) = CString::try_from_fmt(msg) else {
-            return;
-        };
-        let dev = self.as_raw();
-        let p = text.as_char_ptr();
-        // SAFETY: the device is live; `p` is NUL-terminated and outlives
-        // the call.
-        unsafe {
-            match level {
-                0 => bindings::rxen_dev_info(dev, p),
-                1 => bindings::rxen_dev_warn(dev, p),
-                _ => bindings::rxen_dev_err(dev, p),
-            }
-        }
-    }
-
-    /// `dev_info()` on the xenbus device.
-    pub fn info(&self, msg: fmt::Arguments<'_>) {
-        self.log(0, msg)
-    }
-
-    /// `dev_warn()` on the xenbus device.
-    pub fn warn(&self, msg: fmt::Arguments<'_>) {
-        self.log(1, msg)
-    }
-
-    /// `dev_err()` on the xenbus device.
-    pub fn err(&self, msg: fmt::Arguments<'_>) {
-        self.log(2, msg)
-    }
-
     /// The embedded `struct device` (e.g. the parent of a disk).
     pub fn as_device(&self) -> &kernel::device::Device {
         // SAFETY: by the type invariant the xenbus device, and so its

@@ -27,6 +27,14 @@ for ((i = 0; i < cf; i++)); do record fail "cargo test failure #$i (see $CACHE/c
 for ((i = 0; i < ci; i++)); do record skip "cargo test ignored #$i (#[ignore], see $CACHE/cargo-test.log)"; done
 ((cargo_rc == 0)) || ((cf > 0)) || record fail "cargo test exited $cargo_rc (build error? see $CACHE/cargo-test.log)"
 
+# ---- host: the rules the build enforces (rustfmt, clippy, file sizes, ...) -
+log "style and rules (check-style.sh)"
+while read -r verdict name; do
+    case $verdict in
+        pass | fail) record "$verdict" "$name" ;;
+    esac
+done < <(bash "$REPO/tools/testing/check-style.sh" 2>&1)
+
 # ---- host: fuzz targets for a fixed number of executions ----------------
 if [ -d "$REPO/rust/blkcore/fuzz-runner" ]; then
     log "fuzz runner"
@@ -52,8 +60,14 @@ if [ "${1:-}" != --host-only ]; then
     # ---- kernel tree + modules --------------------------------------------
     if KDIR=$(bash "$REPO/tools/testing/build-kernel.sh"); then
         export KDIR
-        if make -s -C "$REPO" KDIR="$KDIR" > "$CACHE/make.log" 2>&1; then
+        # With clippy: a warning (rustc's or clippy's) fails the check.
+        if make -s -C "$REPO" KDIR="$KDIR" CLIPPY=1 > "$CACHE/make.log" 2>&1; then
             record pass "modules build against $(basename "$KDIR")"
+            if grep -qE '^(warning|error)' "$CACHE/make.log"; then
+                record fail "make CLIPPY=1: $(grep -cE '^warning' "$CACHE/make.log") warnings (see $CACHE/make.log)"
+            else
+                record pass "make CLIPPY=1 without warnings"
+            fi
         else
             record fail "modules build (see $CACHE/make.log)"; tail -30 "$CACHE/make.log" >&2
         fi

@@ -23,7 +23,9 @@ fi
 if ! command -v rustup >/dev/null; then
     die "rustup not found: install rustup's stable toolchain (rustc >= 1.85) first"
 fi
-rustup component list --installed 2>/dev/null | grep -q '^rust-src' || rustup component add rust-src
+for c in rust-src rustfmt clippy; do
+    rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
+done
 command -v bindgen >/dev/null || cargo install --locked bindgen-cli
 
 # trixie-backports, download-only.

@@ -16,6 +16,12 @@ use kernel::{
 };
 
 use crate::blkcore::{
+    datapath::{
+        QueueError,
+        Request,
+        RingStats,
+        Status, //
+    },
     limits::QueueLimits,
     mapping::Piece,
     negotiate::Negotiated, //
@@ -29,8 +35,7 @@ use crate::blkmq::{
     TagSet, //
 };
 use crate::ring::{
-    IoKind,
-    QueueError,
+    complete,
     Ring,
     RingHandle, //
 };
@@ -39,79 +44,29 @@ use crate::xen::{
     xenbus::Device, //
 };
 
-/// Completion status of a request, as the rings report it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Status {
-    /// Done.
-    Ok,
-    /// The backend refused the operation (flush, barrier, discard).
-    NotSupp,
-    /// Failed.
-    IoErr,
-}
-
-impl Status {
-    fn code(self) -> u8 {
-        match self {
-            Status::Ok => 0,
-            Status::NotSupp => 1,
-            Status::IoErr => 2,
-        }
-    }
-
-    fn from_code(c: u8) -> Self {
-        match c {
-            0 => Status::Ok,
-            1 => Status::NotSupp,
-            _ => Status::IoErr,
-        }
-    }
-}
-
-impl From<Status> for blkmq::Status {
-    fn from(s: Status) -> Self {
-        match s {
-            Status::Ok => blkmq::Status::OK,
-            Status::NotSupp => blkmq::Status::NOTSUPP,
-            Status::IoErr => blkmq::Status::IOERR,
-        }
-    }
-}
-
 /// A request owned by the driver.
 pub(crate) type Rq = blkmq::Request<BlkOps>;
 
-/// Hands a finished request back to blk-mq (`blk_mq_complete_request`);
-/// it is ended with `status` in [`BlkOps::complete`].
-pub(crate) fn complete(mut rq: Rq, status: Status) {
-    *rq.data_mut() = status.code();
-    rq.complete();
-}
-
-/// Completes a batch of failed/finished requests.
-pub(crate) fn finish(done: KVec<crate::ring::Done>) {
-    for d in done {
-        complete(d.rq, d.status);
-    }
-}
-
 /// What the ring is asked to do for a block request of operation `op`
-/// (with `REQ_FUA` if `fua`); `None` for operations the frontend does not
-/// implement.
-pub(crate) fn io_kind(op: ReqOp, fua: bool) -> Option<IoKind> {
+/// (with `REQ_FUA` if `fua`) at `sector`; `None` for operations the
+/// frontend does not implement.
+pub(crate) fn ring_request(op: ReqOp, fua: bool, sector: u64, nr_sectors: u64) -> Option<Request> {
     Some(match op {
-        ReqOp::Read => IoKind::Read,
-        ReqOp::Write => IoKind::Write { fua },
-        ReqOp::Flush => IoKind::Flush,
-        ReqOp::Discard => IoKind::Discard { secure: false },
-        ReqOp::SecureErase => IoKind::Discard { secure: true },
+        ReqOp::Read => Request::Read { sector },
+        ReqOp::Write => Request::Write { sector, fua },
+        ReqOp::Flush => Request::Flush,
+        ReqOp::Discard | ReqOp::SecureErase => Request::Discard {
+            sector,
+            nr_sectors,
+            secure: op == ReqOp::SecureErase,
+        },
         _ => return None,
     })
 }
 
 /// Queue data shared by all hardware queues of a disk.
 pub(crate) struct Queues {
-    rings: KVec<Arc<Ring>>,
+    rings: KVec<Arc<Ring<BlkOps>>>,
 }
 
 /// blk-mq operations of the frontend.
@@ -119,7 +74,8 @@ pub(crate) struct BlkOps;
 
 impl blkmq::Operations for BlkOps {
     type QueueData = Arc<Queues>;
-    type RequestData = u8;
+    /// The status the request ends with, set when it completes.
+    type RequestData = blkmq::Status;
 
     fn queue_rq(
         qd: QueueDataRef<'_, Self>,
@@ -130,12 +86,11 @@ impl blkmq::Operations for BlkOps {
         let Some(ring) = qd.rings.get(hctx.index() as usize) else {
             return Err(blkmq::Status::IOERR);
         };
-        let Some(kind) = io_kind(rq.op(), rq.is_fua()) else {
+        let nr_sectors = u64::from(rq.sectors());
+        let Some(req) = ring_request(rq.op(), rq.is_fua(), rq.sector(), nr_sectors) else {
             return Err(blkmq::Status::IOERR);
         };
-        let sector = rq.sector();
-        let nr_sectors = u64::from(rq.sectors());
-        *rq.data_mut() = Status::Ok.code();
+        *rq.data_mut() = blkmq::Status::OK;
         rq.start();
         let r = ring.with_state(|st| {
             if !st.usable() {
@@ -145,7 +100,7 @@ impl blkmq::Operations for BlkOps {
                     QueueError::Busy
                 });
             }
-            if matches!(kind, IoKind::Read | IoKind::Write { .. }) {
+            if matches!(req, Request::Read { .. } | Request::Write { .. }) {
                 let Some(pieces) = st.pieces() else {
                     return Err(QueueError::Busy);
                 };
@@ -158,7 +113,7 @@ impl blkmq::Operations for BlkOps {
                     return Err(QueueError::Io);
                 }
             }
-            let r = st.queue(rq, kind, sector, nr_sectors).map_err(|(rq, e)| {
+            let r = st.queue(rq, req).map_err(|(rq, e)| {
                 // Give the handle back to blk-mq: it keeps the request on
                 // error (retry for Busy, end with the status otherwise).
                 if e == QueueError::Nothing {
@@ -185,20 +140,20 @@ impl blkmq::Operations for BlkOps {
     }
 
     fn complete(_qd: QueueDataRef<'_, Self>, rq: Rq) {
-        let status = Status::from_code(*rq.data());
-        rq.end(status.into());
+        let status = *rq.data();
+        rq.end(status);
     }
 }
 
 /// Per-disk statistics, summed over the rings (debugfs
 /// `xen_blkfront_rs-<disk>/stats`).
 pub(crate) struct StatsView {
-    rings: KVec<Arc<Ring>>,
+    rings: KVec<Arc<Ring<BlkOps>>>,
 }
 
 impl core::fmt::Debug for StatsView {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let mut t = crate::ring::RingStats::default();
+        let mut t = RingStats::default();
         let mut g = crate::blkcore::grants::GrantStats::default();
         let mut bounce = false;
         for r in self.rings.iter() {
@@ -242,7 +197,7 @@ impl core::fmt::Debug for StatsView {
 /// stays in the reconnect window until it is removed.
 #[cfg(CONFIG_FAULT_INJECTION)]
 pub(crate) struct FaultInjector {
-    rings: KVec<Arc<Ring>>,
+    rings: KVec<Arc<Ring<BlkOps>>>,
 }
 
 #[cfg(CONFIG_FAULT_INJECTION)]
@@ -354,12 +309,12 @@ pub(crate) fn xvd_minors(vdevice: u32) -> Option<(u32, u32)> {
 impl Disk {
     /// Allocates the tag set and disk over `rings` with `limits`.
     pub(crate) fn new(
-        _dev: &Device,
+        dev: &Device,
         vdevice: u32,
         name: &DiskName,
         n: &Negotiated,
         limits: &QueueLimits,
-        rings: &KVec<RingHandle>,
+        rings: &KVec<RingHandle<BlkOps>>,
     ) -> Result<Self> {
         let mut rs = KVec::with_capacity(rings.len(), GFP_KERNEL)?;
         let mut depth = u32::MAX;
@@ -384,7 +339,8 @@ impl Disk {
                         Some(m)
                     }
                     Err(_) => {
-                        pr_warn!(
+                        dev_warn!(
+                            dev.as_device(),
                             "{}: minors {}..{} of major {} in use: dynamic device numbers\n",
                             name.as_str(),
                             first,
@@ -399,7 +355,7 @@ impl Disk {
         };
         let dname = CString::try_from_fmt(fmt!("xen_blkfront_rs-{}", name.as_str()))?;
         let dir = kernel::debugfs::Dir::new(&dname);
-        let ring_list = || -> Result<KVec<Arc<Ring>>> {
+        let ring_list = || -> Result<KVec<Arc<Ring<BlkOps>>>> {
             let mut v = KVec::with_capacity(rings.len(), GFP_KERNEL)?;
             for h in rings.iter() {
                 v.push(h.ring().clone(), GFP_KERNEL)?;

@@ -28,6 +28,7 @@ use crate::blkcore::{
     },
     xenstore::KeyError,
 };
+use crate::disk::BlkOps;
 use crate::ring::RingHandle;
 use crate::store::{
     handle_from_nodename,
@@ -82,7 +83,7 @@ pub(crate) enum Phase {
 /// Mutable per-device state, under `Info::conn`.
 pub(crate) struct Conn {
     pub(crate) phase: Phase,
-    pub(crate) rings: KVec<RingHandle>,
+    pub(crate) rings: KVec<RingHandle<BlkOps>>,
     pub(crate) ring_pages: u32,
     pub(crate) negotiated: Option<Negotiated>,
     pub(crate) limits: Option<QueueLimits>,
@@ -211,7 +212,7 @@ impl xenbus::Driver for Blkfront {
                 if dev.state() != State::Closed {
                     info.closing(dev);
                 }
-                info.backend_gone();
+                info.backend_gone(dev);
             }
             _ => {}
         }
@@ -221,12 +222,13 @@ impl xenbus::Driver for Blkfront {
     /// gone with the old backend. Requests in flight go back to blk-mq
     /// (they are resubmitted when the new backend connects), the disk
     /// stays; the new backend's InitWait then runs `talk_to_blkback`.
-    fn resume(_dev: &Device, info: ArcBorrow<'_, Info>) -> Result {
+    fn resume(dev: &Device, info: ArcBorrow<'_, Info>) -> Result {
         let mut conn = info.conn.lock();
         let n = release_backend(&mut conn);
         if let Some(disk) = &conn.disk {
-            pr_info!(
-                "blkfront: {}: resuming: {} requests in flight will be resubmitted\n",
+            dev_info!(
+                dev.as_device(),
+                "{}: resuming: {} requests in flight will be resubmitted\n",
                 disk.name(),
                 n
             );
@@ -343,8 +345,9 @@ impl Info {
         let mut conn = self.conn.lock();
         release_backend(&mut conn);
         if let Some(disk) = conn.disk.as_ref().filter(|_| reconnect_held()) {
-            pr_info!(
-                "blkfront: {}: fault injection: not reconnecting to {}\n",
+            dev_info!(
+                dev.as_device(),
+                "{}: fault injection: not reconnecting to {}\n",
                 disk.name(),
                 dev.otherend().to_str().unwrap_or("?")
             );
@@ -451,7 +454,7 @@ impl Info {
                     .as_ref()
                     .is_some_and(|n| n.sectors != sectors);
                 if let (true, Some(disk)) = (changed, &conn.disk) {
-                    pr_info!("Setting capacity to {}\n", sectors);
+                    dev_info!(dev.as_device(), "Setting capacity to {}\n", sectors);
                     disk.set_capacity(sectors);
                     if let Some(n) = conn.negotiated.as_mut() {
                         n.sectors = sectors;
@@ -503,7 +506,7 @@ impl Info {
                 .ok()
                 .flatten()
                 .unwrap_or(0);
-        let wire_max = crate::ring::wire_segments(&n, backend_max);
+        let wire_max = crate::blkcore::datapath::wire_segments(&n, backend_max);
         for (i, h) in conn.rings.iter().enumerate() {
             h.ring()
                 .start(dev, &n, self.handle, wire_max)
@@ -524,16 +527,18 @@ impl Info {
             // The new backend may flush, discard or write differently
             // (`blkif_recover` upstream). Only wider limits get here.
             if let Err(e) = disk.update_limits(&limits) {
-                pr_warn!(
-                    "blkfront: {}: keeping the old queue limits after reconnect: {:?}\n",
+                dev_warn!(
+                    dev.as_device(),
+                    "{}: keeping the old queue limits after reconnect: {:?}\n",
                     name.as_str(),
                     e
                 );
             } else {
                 conn.limits = Some(limits);
             }
-            pr_info!(
-                "blkfront: {}: reconnected to {}: {} rings of {} pages; persistent grants: {}; resubmitting what was in flight\n",
+            dev_info!(
+                dev.as_device(),
+                "{}: reconnected to {}: {} rings of {} pages; persistent grants: {}; resubmitting what was in flight\n",
                 name.as_str(),
                 dev.otherend().to_str().unwrap_or("?"),
                 n.queues,
@@ -553,7 +558,10 @@ impl Info {
             None => "barrier or flush: disabled;",
         };
         let onoff = |b: bool| if b { "enabled" } else { "disabled" };
-        pr_info!(
+        // Upstream's line, word for word (`blkfront: xvda: flush diskcache:
+        // ...`), plus io_min/io_opt; on the device like the others.
+        dev_info!(
+            dev.as_device(),
             "blkfront: {}: {} persistent grants: {}; indirect descriptors: {}; bounce buffer: {}; io_min: {}; io_opt: {}\n",
             name.as_str(),
             flush,
@@ -577,7 +585,7 @@ impl Info {
     /// The backend went Closed: it has disconnected from the rings, so a
     /// request still in flight would never be answered. They fail now
     /// (upstream leaves them, and removal then hangs).
-    fn backend_gone(&self) {
+    fn backend_gone(&self, dev: &Device) {
         let conn = self.conn.lock();
         let mut failed = 0u32;
         for h in conn.rings.iter() {
@@ -585,8 +593,9 @@ impl Info {
         }
         if failed != 0 {
             if let Some(disk) = &conn.disk {
-                pr_warn!(
-                    "blkfront: {}: backend closed with {} requests in flight: failed\n",
+                dev_warn!(
+                    dev.as_device(),
+                    "{}: backend closed with {} requests in flight: failed\n",
                     disk.name(),
                     failed
                 );

@@ -8,34 +8,38 @@
 //! `unsafe` is in `rust/xen` (xenbus, grants, rings, event channels) and
 //! `rust/blkmq` (block layer).
 
+#![deny(unsafe_code)]
+
 use core::sync::atomic::Ordering;
 
 use kernel::prelude::*;
 
 #[path = "../../../rust/blkcore/src/tree.rs"]
-#[allow(
+#[expect(
     dead_code,
     unreachable_pub,
-    reason = "shared core: each module uses a different part of it"
+    reason = "blkcore is a crate of its own on the host, whose API is public; each module uses its own part of it"
 )]
 mod blkcore;
 
 #[path = "../../../rust/xen/xen.rs"]
-#[allow(
-    dead_code,
+#[allow(unsafe_code, reason = "the abstractions, where all unsafe code lives")]
+#[expect(
     unreachable_pub,
-    reason = "abstraction layer: not every wrapper is used by this driver"
+    reason = "an abstraction's API is public, as in the kernel crate"
 )]
 mod xen;
 
 #[path = "../../../rust/blkmq/blkmq.rs"]
-#[allow(
+#[allow(unsafe_code, reason = "the abstractions, where all unsafe code lives")]
+#[expect(
     dead_code,
     unreachable_pub,
-    reason = "shared abstraction: each module uses a different part of it"
+    reason = "shared by both modules (each uses its own part); an abstraction's API is public"
 )]
 mod blkmq;
 
+mod datapath;
 mod disk;
 mod front;
 mod ring;
@@ -157,12 +161,12 @@ mod tests {
         },
         xenstore::Reason,
     };
+    use super::datapath::test_hooks::TestIo;
     use super::disk::{
         disk_name,
         xvd_minors,
         Minors, //
     };
-    use super::ring::test_hooks::TestIo;
     use super::store::{
         handle_from_nodename,
         Snapshot, //
@@ -320,7 +324,7 @@ mod tests {
 
     #[test]
     fn bad_responses_fail_what_is_in_flight_and_disable_the_ring() -> Result {
-        use super::ring::Drained;
+        use super::blkcore::datapath::Drained;
         // Each kind of bad response, on a fresh data path with two
         // requests in flight: the pass reports a broken ring, and nothing
         // is left in flight or holding a grant.
@@ -339,7 +343,10 @@ mod tests {
             io.alloc(blkif::BLKIF_OP_READ, 1).ok_or(EINVAL)?;
             assert_eq!(io.in_flight(), 2);
             let r = bad(first).get(i).copied().ok_or(EINVAL)?;
-            assert_eq!(io.respond_and_drain(&r), Drained::Broken);
+            assert!(matches!(
+                io.respond_and_drain(&r),
+                Drained::Broken { failed: 2, .. }
+            ));
             assert_eq!(io.in_flight(), 0);
             assert_eq!(io.grant_stats().in_use, 0);
         }
@@ -351,7 +358,10 @@ mod tests {
         let good = rsp(u64::from(id), blkif::BLKIF_OP_READ, 0);
         assert_eq!(io.respond_and_drain(&good), Drained::Some);
         assert_eq!(io.in_flight(), 1);
-        assert_eq!(io.respond_and_drain(&good), Drained::Broken);
+        assert!(matches!(
+            io.respond_and_drain(&good),
+            Drained::Broken { failed: 1, .. }
+        ));
         assert_eq!(io.in_flight(), 0);
         Ok(())
     }
@@ -376,18 +386,18 @@ mod tests {
     #[test]
     fn wire_segments_double_within_backend_limit() -> Result {
         let n = nego(GOOD)?.map_err(|_| EINVAL)?;
-        assert_eq!(super::ring::wire_segments(&n, 256), 64);
-        assert_eq!(super::ring::wire_segments(&n, 40), 40);
-        assert_eq!(super::ring::wire_segments(&n, 0), 32);
+        assert_eq!(super::blkcore::datapath::wire_segments(&n, 256), 64);
+        assert_eq!(super::blkcore::datapath::wire_segments(&n, 40), 40);
+        assert_eq!(super::blkcore::datapath::wire_segments(&n, 0), 32);
         let direct =
             nego(&with(&[("feature-max-indirect-segments", "0")])?)?.map_err(|_| EINVAL)?;
-        assert_eq!(super::ring::wire_segments(&direct, 256), 11);
+        assert_eq!(super::blkcore::datapath::wire_segments(&direct, 256), 11);
         Ok(())
     }
 
     #[test]
     fn unknown_status_is_an_io_error_not_a_panic() -> Result {
-        use super::disk::Status;
+        use super::blkcore::datapath::Status;
         let n = nego(GOOD)?.map_err(|_| EINVAL)?;
         let mut io = TestIo::new(&n)?;
         for op in [
@@ -407,7 +417,7 @@ mod tests {
 
     #[test]
     fn refused_flush_and_discard_turn_the_feature_off() -> Result {
-        use super::disk::Status;
+        use super::blkcore::datapath::Status;
         let eopnotsupp = -2;
         let n = nego(&with(&[("feature-discard", "1")])?)?.map_err(|_| EINVAL)?;
         let mut io = TestIo::new(&n)?;
@@ -433,20 +443,35 @@ mod tests {
 
     #[test]
     fn fua_writes_reach_the_ring_as_fua() {
+        use super::blkcore::datapath::Request;
         use super::blkmq::ReqOp;
-        use super::ring::IoKind;
+        use super::disk::ring_request;
         assert_eq!(
-            super::disk::io_kind(ReqOp::Write, true),
-            Some(IoKind::Write { fua: true })
+            ring_request(ReqOp::Write, true, 8, 8),
+            Some(Request::Write {
+                sector: 8,
+                fua: true
+            })
         );
         assert_eq!(
-            super::disk::io_kind(ReqOp::Write, false),
-            Some(IoKind::Write { fua: false })
+            ring_request(ReqOp::Write, false, 8, 8),
+            Some(Request::Write {
+                sector: 8,
+                fua: false
+            })
         );
         assert_eq!(
-            super::disk::io_kind(ReqOp::Flush, false),
-            Some(IoKind::Flush)
+            ring_request(ReqOp::Flush, false, 0, 0),
+            Some(Request::Flush)
         );
-        assert_eq!(super::disk::io_kind(ReqOp::WriteZeroes, false), None);
+        assert_eq!(
+            ring_request(ReqOp::SecureErase, false, 8, 16),
+            Some(Request::Discard {
+                sector: 8,
+                nr_sectors: 16,
+                secure: true
+            })
+        );
+        assert_eq!(ring_request(ReqOp::WriteZeroes, false, 0, 8), None);
     }
 }

@@ -15,6 +15,9 @@
 
 use core::fmt::{self, Write};
 
+mod datapath;
+pub use datapath::fuzz_datapath;
+
 use super::limits::{virtio_limits, xen_limits};
 use super::negotiate::{
     frontend_trusted, negotiate, read_sectors, FrontendParams, BACKEND_KEYS, KEY_TRUSTED,

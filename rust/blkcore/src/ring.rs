@@ -328,6 +328,33 @@ impl<'a> SliceRing<'a> {
         Self { bytes }
     }
 
+    /// The backend's side: the request in ring slot `slot`.
+    pub fn read_request(&self, slot: u32) -> RingEntryBytes {
+        let mut e = [0u8; BLKIF_RING_ENTRY_SIZE];
+        if let Some(off) = sring_entry_offset(slot) {
+            if let Some(s) = off
+                .checked_add(BLKIF_RING_ENTRY_SIZE)
+                .and_then(|end| self.bytes.get(off..end))
+            {
+                e.copy_from_slice(s);
+            }
+        }
+        e
+    }
+
+    /// The backend's side: puts `rsp` into ring slot `slot` (publish it
+    /// with [`SharedRing::store_rsp_prod`]).
+    pub fn write_response(&mut self, slot: u32, rsp: &BlkifResponse) {
+        if let Some(off) = sring_entry_offset(slot) {
+            if let Some(d) = off
+                .checked_add(BLKIF_RESPONSE_SIZE)
+                .and_then(|end| self.bytes.get_mut(off..end))
+            {
+                d.copy_from_slice(&rsp.encode());
+            }
+        }
+    }
+
     fn load(&self, off: usize) -> u32 {
         let mut a = [0u8; 4];
         if let Some(s) = off.checked_add(4).and_then(|end| self.bytes.get(off..end)) {

@@ -5,10 +5,14 @@
 //! resolve relative to this directory.
 
 pub mod blkif;
+pub mod datapath;
 /// Fuzz entry points (host only: tests and the `fuzzing` feature).
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzz;
 pub mod grants;
+/// Host implementations needing an allocator (tests, simulator, fuzzing).
+#[cfg(any(test, feature = "host"))]
+pub mod host;
 pub mod limits;
 pub mod mapping;
 pub mod negotiate;

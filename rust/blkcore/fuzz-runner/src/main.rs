@@ -11,7 +11,9 @@
 
 use std::process::ExitCode;
 
-use blkcore::fuzz::{fuzz_responses, fuzz_virtio_config, fuzz_xenstore_values, Outcome, Violation};
+use blkcore::fuzz::{
+    fuzz_datapath, fuzz_responses, fuzz_virtio_config, fuzz_xenstore_values, Outcome, Violation,
+};
 
 /// One fuzz target: name, entry point, seed inputs.
 struct Target {
@@ -35,6 +37,11 @@ const TARGETS: &[Target] = &[
         name: "ring_responses",
         run: fuzz_responses,
         seeds: response_seeds,
+    },
+    Target {
+        name: "datapath",
+        run: fuzz_datapath,
+        seeds: datapath_seeds,
     },
 ];
 
@@ -150,6 +157,26 @@ fn response_seeds() -> Vec<Vec<u8>> {
         seeds.push(s);
     }
     seeds
+}
+
+/// Seeds for the whole data path: a negotiation (two bytes), then a
+/// script of requests and answered batches (see `blkcore::fuzz`'s
+/// `datapath` module): persistent with 32 indirect segments, direct
+/// without persistent grants, and 256 segments on a two-page ring.
+fn datapath_seeds() -> Vec<Vec<u8>> {
+    let script = |mode: [u8; 2]| {
+        let mut s = mode.to_vec();
+        for i in 0..6u8 {
+            // A write of 3 + i pieces, then a read of 1 piece.
+            s.extend_from_slice(&[0x10, 2 + i, 9, 0, 7, 12, 1, 3, 30, 0, 0, 0, 0]);
+            s.extend_from_slice(&[0x00, 0, 20, 0, 7, 8, 0, 0, 0]);
+            // Answer both (OKAY), then a flush.
+            s.extend_from_slice(&[0x04, 2, 0x00, 0x00, 0x13]);
+        }
+        s.extend_from_slice(&[0x05, 7, 0, 0, 0, 0, 0, 0, 0, 0x06]);
+        s
+    };
+    vec![script([0x0b, 0]), script([0x28, 0]), script([0x67, 1])]
 }
 
 fn virtio_seeds() -> Vec<Vec<u8>> {

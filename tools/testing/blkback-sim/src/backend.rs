@@ -214,6 +214,35 @@ impl Blkback {
         drop.len()
     }
 
+    /// What blkback writes to xenstore for this configuration
+    /// (`xen_blkbk_connect`, `connect_ring`'s `max-ring-page-order`): the
+    /// frontend negotiates from these, as the kernel's does.
+    pub fn xenstore_keys(&self) -> Vec<(&'static str, String)> {
+        let bool_key = |b: bool| if b { "1" } else { "0" }.to_string();
+        let mut keys = vec![
+            ("sectors", self.cfg.sectors.to_string()),
+            ("info", "0".to_string()),
+            ("sector-size", "512".to_string()),
+            ("physical-sector-size", "512".to_string()),
+            ("feature-persistent", bool_key(self.cfg.persistent)),
+            ("feature-flush-cache", bool_key(self.cfg.flush)),
+            ("feature-discard", bool_key(self.cfg.discard)),
+            ("discard-secure", "1".to_string()),
+            (
+                "max-ring-page-order",
+                self.cfg.ring_pages.trailing_zeros().to_string(),
+            ),
+            ("multi-queue-max-queues", "1".to_string()),
+        ];
+        if self.cfg.max_indirect_segments != 0 {
+            keys.push((
+                "feature-max-indirect-segments",
+                self.cfg.max_indirect_segments.to_string(),
+            ));
+        }
+        keys
+    }
+
     /// Disconnect: unmaps every persistent grant.
     pub fn disconnect(&mut self, gt: &mut GrantTable) {
         self.purge_persistent(gt, 0);

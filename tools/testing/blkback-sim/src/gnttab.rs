@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use blkcore::datapath::{Memory, MemoryError};
 use blkcore::grants::{GrantError, GrantOps, GrantRef};
 
 /// Bytes of a frame.
@@ -240,5 +241,40 @@ impl GrantOps for GrantTable {
             e.deferred = true;
             self.stats.deferred += 1;
         }
+    }
+}
+
+/// Frames are indices into guest memory; a multi-frame page is a run of
+/// consecutive frames.
+impl Memory for GrantTable {
+    fn frame_in_page(&self, page: usize, frame_offset: u32) -> usize {
+        page + frame_offset as usize / FRAME
+    }
+
+    fn copy(
+        &mut self,
+        src: usize,
+        src_off: u32,
+        dst: usize,
+        dst_off: u32,
+        len: u32,
+    ) -> Result<(), MemoryError> {
+        let (so, d_o, n) = (src_off as usize, dst_off as usize, len as usize);
+        if so + n > FRAME || d_o + n > FRAME || src >= self.mem.len() || dst >= self.mem.len() {
+            return Err(MemoryError);
+        }
+        let data = self.mem[src][so..so + n].to_vec();
+        self.mem[dst][d_o..d_o + n].copy_from_slice(&data);
+        Ok(())
+    }
+
+    fn write(&mut self, dst: usize, off: u32, bytes: &[u8]) -> Result<(), MemoryError> {
+        let o = off as usize;
+        let frame = self.mem.get_mut(dst).ok_or(MemoryError)?;
+        frame
+            .get_mut(o..o + bytes.len())
+            .ok_or(MemoryError)?
+            .copy_from_slice(bytes);
+        Ok(())
     }
 }

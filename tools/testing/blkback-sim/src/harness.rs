@@ -7,7 +7,8 @@
 
 use std::collections::HashMap;
 
-use blkcore::mapping::{Piece, RwOp};
+use blkcore::datapath::{Request, Status};
+use blkcore::mapping::Piece;
 
 use crate::backend::{BackendConfig, Blkback};
 use crate::frontend::{BlockRequest, FrontError, Frontend, FrontendConfig};
@@ -99,8 +100,8 @@ impl Sim {
     /// Builds both ends.
     pub fn new(cfg: SimConfig, seed: u64) -> Self {
         let mut gt = GrantTable::new(cfg.guest_frames, 1 << 20);
-        let front = Frontend::new(cfg.front, &mut gt);
         let back = Blkback::new(cfg.back);
+        let front = Frontend::new(cfg.front, &back, &mut gt);
         Self {
             model: vec![0; back.disk().len()],
             gt,
@@ -148,12 +149,14 @@ impl Sim {
             return None;
         }
         let sector = self.rng.range(0, self.sectors() - nsect);
-        let op = if self.rng.chance(1, 2) {
-            RwOp::Read
+        let req = if self.rng.chance(1, 2) {
+            Request::Read { sector }
         } else {
-            RwOp::Write
+            // No FUA: the queue limits advertise it only to a barrier
+            // backend, and the model backend flushes.
+            Request::Write { sector, fua: false }
         };
-        Some(BlockRequest::Rw { op, sector, pieces })
+        Some(BlockRequest { req, pieces })
     }
 
     fn free(&mut self, pieces: &[Piece<usize>]) {
@@ -200,10 +203,11 @@ impl Sim {
     pub fn submit(&mut self, req: BlockRequest) -> Result<(), FrontError> {
         // Prepare data and expectations before the frontend sees the request.
         let mut update: Option<(usize, Vec<u8>)> = None;
-        let pending = match &req {
-            BlockRequest::Rw { op, sector, pieces } => {
-                let start = (*sector * 512) as usize;
-                if *op == RwOp::Read {
+        let pieces = &req.pieces;
+        let pending = match req.req {
+            Request::Read { sector } | Request::Write { sector, .. } => {
+                let start = (sector * 512) as usize;
+                if matches!(req.req, Request::Read { .. }) {
                     let len: usize = pieces.iter().map(|p| p.len as usize).sum();
                     // Poison the buffers: stale data must not pass.
                     for p in pieces {
@@ -226,23 +230,24 @@ impl Sim {
                     }
                 }
             }
-            BlockRequest::Discard {
+            Request::Discard {
                 sector, nr_sectors, ..
             } => {
-                let s = (*sector * 512) as usize;
-                let e = ((*sector + *nr_sectors) * 512) as usize;
+                let s = (sector * 512) as usize;
+                let e = ((sector + nr_sectors) * 512) as usize;
                 update = Some((s, vec![0; e - s]));
                 Pending::Other
             }
-            BlockRequest::Flush => Pending::Other,
+            Request::Flush => Pending::Other,
         };
         match self.front.submit(&mut self.gt, &req) {
             Ok(id) => {
                 if let Some((start, data)) = update {
                     self.model[start..start + data.len()].copy_from_slice(&data);
                 }
-                if let BlockRequest::Rw { pieces, .. } = &req {
-                    let segs: u32 = pieces
+                if !req.pieces.is_empty() {
+                    let segs: u32 = req
+                        .pieces
                         .iter()
                         .map(|p| {
                             (p.offset + p.len - 1) / FRAME as u32 - p.offset / FRAME as u32 + 1
@@ -256,9 +261,7 @@ impl Sim {
                 Ok(())
             }
             Err(e) => {
-                if let BlockRequest::Rw { pieces, .. } = &req {
-                    self.free(pieces);
-                }
+                self.free(&req.pieces);
                 Err(e)
             }
         }
@@ -300,15 +303,10 @@ impl Sim {
             return Ok(0);
         }
         self.front_awake = false;
-        let done = self.front.poll(&mut self.gt)?;
+        let done = self.front.poll(&mut self.gt).map_err(|(e, _)| e)?;
         for d in &done {
-            let c = d.completion;
-            assert_eq!(
-                c.status,
-                blkcore::ring::RspStatus::Okay,
-                "request {c:?} failed"
-            );
-            match self.pending.remove(&c.id).expect("pending request") {
+            assert_eq!(d.status, Status::Ok, "request {d:?} failed");
+            match self.pending.remove(&d.tag).expect("pending request") {
                 Pending::Read { expected, pieces } => {
                     let mut got = Vec::with_capacity(expected.len());
                     for p in &pieces {
@@ -337,7 +335,7 @@ impl Sim {
                 "grant {gref} accessible after completion without a backend mapping"
             );
         }
-        if !self.front.config().persistent {
+        if !self.front.negotiated().persistent {
             assert_eq!(self.back.persistent_grants(), 0);
         }
     }
@@ -362,7 +360,7 @@ impl Sim {
     /// One round of random traffic: a batch of requests, a partial backend
     /// pass, a frontend pass.
     pub fn step(&mut self, max_batch: u32) -> Result<(), FrontError> {
-        let max_segs = self.front.config().max_segments.max(11);
+        let max_segs = self.front.negotiated().segments_per_request;
         let batch = self.rng.range(1, u64::from(max_batch));
         for _ in 0..batch {
             if !self.has_room() {
@@ -370,14 +368,20 @@ impl Sim {
             }
             let r = self.rng.range(0, 99);
             let req = if r < 3 && self.back.config().flush {
-                BlockRequest::Flush
+                BlockRequest {
+                    req: Request::Flush,
+                    pieces: Vec::new(),
+                }
             } else if r < 6 && self.back.config().discard {
                 let nr = self.rng.range(1, 64);
                 let sector = self.rng.range(0, self.sectors() - nr);
-                BlockRequest::Discard {
-                    sector,
-                    nr_sectors: nr,
-                    secure: self.rng.chance(1, 2),
+                BlockRequest {
+                    req: Request::Discard {
+                        sector,
+                        nr_sectors: nr,
+                        secure: self.rng.chance(1, 2),
+                    },
+                    pieces: Vec::new(),
                 }
             } else {
                 match self.random_rw(max_segs) {
@@ -408,9 +412,8 @@ impl Sim {
                 });
             }
             let sector = self.rng.range(0, self.sectors() - u64::from(segs) * 8);
-            self.submit(BlockRequest::Rw {
-                op: RwOp::Write,
-                sector,
+            self.submit(BlockRequest {
+                req: Request::Write { sector, fua: false },
                 pieces,
             })?;
         }

@@ -3,14 +3,15 @@
 //! blkcore's data path (mapping + grants + ring) against the blkback model.
 
 use blkback_sim::backend::{BackendConfig, MAX_INDIRECT_SEGMENTS, MAX_PERSISTENT_GRANTS};
-use blkback_sim::frontend::{copy_data, BlockRequest, FrontError, FrontendConfig};
+use blkback_sim::frontend::{BlockRequest, FrontError, FrontendConfig};
 use blkback_sim::harness::{Sim, SimConfig};
-use blkcore::grants::GrantError;
-use blkcore::mapping::{Piece, RwOp};
+use blkcore::datapath::{Fault, Request};
+use blkcore::mapping::Piece;
 use proptest::prelude::*;
 
-/// Negotiation as blkcore::negotiate does it: persistent iff both sides
-/// offer it; indirect segments = min(backend, modparam).
+/// A backend with persistent grants or not; the frontend offers them and
+/// negotiates from the backend's keys (`blkcore::negotiate`, as the kernel
+/// does).
 fn sim(
     backend_persistent: bool,
     trusted: bool,
@@ -19,17 +20,16 @@ fn sim(
     start: u32,
     seed: u64,
 ) -> Sim {
-    let persistent = backend_persistent;
     let back = BackendConfig {
-        persistent,
+        persistent: backend_persistent,
         ring_pages,
         start_idx: start,
         ..BackendConfig::default()
     };
     let front = FrontendConfig {
-        persistent,
-        copy_data: copy_data(persistent, trusted),
-        max_segments: modparam_segs.min(back.max_indirect_segments),
+        feature_persistent: true,
+        trusted,
+        max_indirect_segments: modparam_segs,
         ring_pages,
         start_idx: start,
     };
@@ -201,9 +201,9 @@ fn backend_keeping_grants_without_persistent_is_an_error() {
         ..BackendConfig::default()
     };
     let front = FrontendConfig {
-        persistent: false,
-        copy_data: copy_data(false, false),
-        max_segments: 32,
+        feature_persistent: false,
+        trusted: false,
+        max_indirect_segments: 32,
         ring_pages: 1,
         start_idx: 0,
     };
@@ -220,9 +220,11 @@ fn backend_keeping_grants_without_persistent_is_an_error() {
         offset: 0,
         len: 4096,
     }];
-    s.submit(BlockRequest::Rw {
-        op: RwOp::Write,
-        sector: 0,
+    s.submit(BlockRequest {
+        req: Request::Write {
+            sector: 0,
+            fua: false,
+        },
         pieces,
     })
     .unwrap();
@@ -230,7 +232,7 @@ fn backend_keeping_grants_without_persistent_is_an_error() {
     s.run_backend(u32::MAX);
     let err = s.run_frontend().unwrap_err();
     assert!(
-        matches!(err, FrontError::Grant(GrantError::StillMapped(_))),
+        matches!(err, FrontError::Broken(Fault::StillMapped(_))),
         "{err:?}"
     );
     // Teardown still releases it once the backend goes away.
@@ -258,9 +260,8 @@ fn misaligned_request_is_rejected_before_the_ring() {
     let mut s = sim(true, true, 32, 1, 0, 13);
     let page = s.gt.alloc_frames(1).unwrap();
     let err = s
-        .submit(BlockRequest::Rw {
-            op: RwOp::Read,
-            sector: 0,
+        .submit(BlockRequest {
+            req: Request::Read { sector: 0 },
             pieces: vec![Piece {
                 page,
                 offset: 100,
@@ -268,7 +269,7 @@ fn misaligned_request_is_rejected_before_the_ring() {
             }],
         })
         .unwrap_err();
-    assert!(matches!(err, FrontError::Map(_)));
+    assert_eq!(err, FrontError::Io);
     assert_eq!(s.front.in_flight(), 0);
     assert_eq!(s.gt.live_grants(), 0);
 }

@@ -1,0 +1,345 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! blkcore's data path instantiated with the kernel's mechanisms: the
+//! grant table and pages of `rust/xen` ([`Memory`]), `KVVec` buffers
+//! ([`Storage`]), the granted ring pages ([`SharedRing`]) and blk-mq
+//! requests. Every decision about a request is `blkcore::datapath`'s, the
+//! code the host simulator and the fuzz targets also run.
+
+use kernel::{
+    alloc::KVVec,
+    prelude::*,
+    time::{
+        Instant,
+        Monotonic, //
+    }, //
+};
+
+use crate::blkcore::{
+    blkif::{
+        sring_entry_offset,
+        RingEntryBytes,
+        BLKIF_RESPONSE_SIZE,
+        SRING_REQ_EVENT,
+        SRING_REQ_PROD,
+        SRING_RSP_EVENT,
+        SRING_RSP_PROD,
+        XEN_PAGE_SIZE, //
+    },
+    datapath::{
+        DataPath,
+        Geometry,
+        Memory,
+        MemoryError,
+        OutOfMemory,
+        Storage,
+        Withdrawn, //
+    },
+    grants::{
+        GrantError,
+        GrantOps,
+        GrantRef, //
+    },
+    mapping::Piece,
+    negotiate::Negotiated,
+    ring::{
+        RingIdx,
+        SharedRing, //
+    },
+};
+use crate::xen::{
+    grant::{
+        Frame,
+        GrantTable,
+        XenPage, //
+    },
+    ring::SharedPages,
+};
+
+// A struct page is one Xen frame: `Memory::frame_in_page` below relies on it.
+const _: () = assert!(kernel::page::PAGE_SIZE == XEN_PAGE_SIZE as usize);
+
+/// A fixed-size buffer of the data path: `kvmalloc`ed, since the per-slot
+/// tables of a large ring exceed what `kmalloc` reliably gives.
+pub(crate) struct KBuf<T>(KVVec<T>);
+
+impl<T> AsRef<[T]> for KBuf<T> {
+    fn as_ref(&self) -> &[T] {
+        &self.0
+    }
+}
+
+impl<T> AsMut<[T]> for KBuf<T> {
+    fn as_mut(&mut self) -> &mut [T] {
+        &mut self.0
+    }
+}
+
+/// [`Storage`] in kernel memory (`GFP_KERNEL`: built in process context
+/// when the backend connects).
+pub(crate) struct KernelStorage;
+
+impl Storage for KernelStorage {
+    type Buf<T> = KBuf<T>;
+
+    fn buf<T>(len: usize, mut f: impl FnMut() -> T) -> Result<KBuf<T>, OutOfMemory> {
+        let mut v = KVVec::with_capacity(len, GFP_KERNEL).map_err(|_| OutOfMemory)?;
+        for _ in 0..len {
+            v.push_within_capacity(f()).map_err(|_| OutOfMemory)?;
+        }
+        Ok(KBuf(v))
+    }
+}
+
+impl SharedRing for SharedPages {
+    fn load_req_prod(&self) -> RingIdx {
+        self.load_u32(SRING_REQ_PROD)
+    }
+    fn store_req_prod(&mut self, v: RingIdx) {
+        self.store_u32(SRING_REQ_PROD, v)
+    }
+    fn load_req_event(&self) -> RingIdx {
+        self.load_u32(SRING_REQ_EVENT)
+    }
+    fn load_rsp_prod(&self) -> RingIdx {
+        self.load_u32(SRING_RSP_PROD)
+    }
+    fn store_rsp_event(&mut self, v: RingIdx) {
+        self.store_u32(SRING_RSP_EVENT, v)
+    }
+    fn store_req_event(&mut self, v: RingIdx) {
+        self.store_u32(SRING_REQ_EVENT, v)
+    }
+    fn store_rsp_prod(&mut self, v: RingIdx) {
+        self.store_u32(SRING_RSP_PROD, v)
+    }
+    fn write_entry(&mut self, slot: u32, entry: &RingEntryBytes) {
+        if let Some(off) = sring_entry_offset(slot) {
+            self.write_bytes(off, entry);
+        }
+    }
+    fn read_response(&self, slot: u32) -> [u8; BLKIF_RESPONSE_SIZE] {
+        let mut b = [0u8; BLKIF_RESPONSE_SIZE];
+        if let Some(off) = sring_entry_offset(slot) {
+            self.read_bytes(off, &mut b);
+        }
+        b
+    }
+    fn wmb(&mut self) {
+        SharedPages::wmb(self)
+    }
+    fn rmb(&mut self) {
+        SharedPages::rmb(self)
+    }
+    fn mb(&mut self) {
+        SharedPages::mb(self)
+    }
+}
+
+impl GrantOps for GrantTable {
+    type Frame = Frame;
+
+    fn grant(&mut self, frame: Frame, readonly: bool) -> Result<GrantRef, GrantError> {
+        GrantTable::grant(self, frame, readonly).map_err(|_| GrantError::NoGrantRefs)
+    }
+    fn try_end_access(&mut self, gref: GrantRef) -> bool {
+        self.try_end(gref)
+    }
+    fn end_access(&mut self, gref: GrantRef) {
+        self.end(gref)
+    }
+}
+
+impl Memory for GrantTable {
+    fn frame_in_page(&self, page: Frame, _frame_offset: u32) -> Frame {
+        // PAGE_SIZE == XEN_PAGE_SIZE (asserted above): the offset is 0.
+        page
+    }
+
+    fn copy(
+        &mut self,
+        src: Frame,
+        src_off: u32,
+        dst: Frame,
+        dst_off: u32,
+        len: u32,
+    ) -> Result<(), MemoryError> {
+        src.copy_to(src_off as usize, dst, dst_off as usize, len as usize)
+            .map_err(|_| MemoryError)
+    }
+
+    fn write(&mut self, dst: Frame, off: u32, bytes: &[u8]) -> Result<(), MemoryError> {
+        dst.write(off as usize, bytes).map_err(|_| MemoryError)
+    }
+}
+
+/// The data path of a connected ring and what it runs on.
+pub(crate) struct Io<Rq> {
+    pub(crate) dp: DataPath<KernelStorage, Frame, Rq>,
+    pub(crate) gt: GrantTable,
+    /// Scratch list of the request being queued, filled before the call
+    /// to [`DataPath::queue`] (no allocation in atomic context).
+    pub(crate) pieces: KVec<Piece<Frame>>,
+    /// The frames handed to the data path (bounce frames, or a placeholder
+    /// and the slots' indirect pages); freed after `dp` and `gt`.
+    _pages: KVec<XenPage>,
+    /// Start of the purge clock.
+    epoch: Instant<Monotonic>,
+}
+
+impl<Rq> Io<Rq> {
+    /// The data path for a ring of `size` slots after negotiation `n`,
+    /// granting to domain `domid`; `wire_max` as
+    /// [`crate::blkcore::datapath::wire_segments`].
+    pub(crate) fn new(
+        n: &Negotiated,
+        handle: u16,
+        domid: u16,
+        size: u32,
+        wire_max: u32,
+    ) -> Result<KBox<Self>> {
+        let geo = Geometry::new(n, size, wire_max);
+        let count = geo.frames(n.copy_data);
+        let mut pages = KVec::with_capacity(count, GFP_KERNEL)?;
+        let mut frames = KVVec::with_capacity(count, GFP_KERNEL)?;
+        for _ in 0..count {
+            let p = XenPage::new()?;
+            frames.push(p.frame(), GFP_KERNEL)?;
+            pages.push(p, GFP_KERNEL)?;
+        }
+        let dp = DataPath::new(n, geo, handle, &frames, 0).map_err(|_| ENOMEM)?;
+        Ok(KBox::new(
+            Io {
+                dp,
+                gt: GrantTable::new(domid),
+                // A block-layer segment may span two pages when unaligned.
+                pieces: KVec::with_capacity(2 * geo.wire_max as usize, GFP_KERNEL)?,
+                _pages: pages,
+                epoch: Instant::now(),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    /// The periodic purge of idle persistent grants (see
+    /// [`DataPath::maybe_purge`]).
+    pub(crate) fn maybe_purge(&mut self) {
+        let epoch = &self.epoch;
+        self.dp.maybe_purge(&mut self.gt, || {
+            u64::try_from(epoch.elapsed().as_millis()).unwrap_or(0)
+        });
+    }
+
+    /// Logs, once each, the features the backend withdrew.
+    pub(crate) fn report_withdrawn(&mut self) {
+        let Withdrawn { flush, discard } = self.dp.take_withdrawn();
+        if let Some(barrier) = flush {
+            let what = if barrier {
+                "a barrier"
+            } else {
+                "a cache flush"
+            };
+            pr_warn!(
+                "backend refused {}: flushes disabled (FUA writes go out as plain writes)\n",
+                what
+            );
+        }
+        if discard {
+            pr_warn!("backend refused a discard: discards disabled\n");
+        }
+    }
+}
+
+/// Hooks for the KUnit suite: fabricated backend responses through the
+/// kernel's instance of the data path, on a ring in plain memory (the same
+/// `drain` the interrupt handler runs on the granted pages).
+#[cfg(CONFIG_KUNIT)]
+pub(crate) mod test_hooks {
+    use super::*;
+    use crate::blkcore::{
+        blkif::BlkifResponse,
+        datapath::{
+            Drained,
+            Fault,
+            Status, //
+        },
+        grants::GrantStats,
+        ring::{
+            FrontRing,
+            SliceRing, //
+        },
+    };
+
+    /// A data path for a 1-page ring (32 slots) after negotiation `n`,
+    /// with no blk-mq requests behind its slots.
+    pub(crate) struct TestIo {
+        io: KBox<Io<()>>,
+        front: FrontRing,
+        mem: KVec<u8>,
+    }
+
+    impl TestIo {
+        pub(crate) fn new(n: &Negotiated) -> Result<Self> {
+            let mut mem = KVec::new();
+            mem.extend_from_slice(&[0u8; XEN_PAGE_SIZE as usize], GFP_KERNEL)?;
+            let mut front = FrontRing::new(1).map_err(|_| EINVAL)?;
+            front.init_shared(&mut SliceRing::new(&mut mem));
+            Ok(Self {
+                io: Io::new(n, 0, 0, 32, n.segments_per_request)?,
+                front,
+                mem,
+            })
+        }
+
+        /// Marks a request id as in flight with response operation `op`
+        /// and `nr_segments` data segments, and puts a slot for it on the
+        /// ring (as `queue` would).
+        pub(crate) fn alloc(&mut self, op: u8, nr_segments: u32) -> Option<u32> {
+            let id = self.io.dp.fake_in_flight(op, nr_segments, ())?;
+            self.front
+                .put_request(&mut SliceRing::new(&mut self.mem), &[0u8; 112])
+                .ok()?;
+            Some(id)
+        }
+
+        /// Requests in flight.
+        pub(crate) fn in_flight(&self) -> u32 {
+            self.io.dp.in_flight()
+        }
+
+        /// Runs the completion path on `rsp` alone: the status the request
+        /// ends with, or the fault a broken backend is disabled for.
+        pub(crate) fn complete(&mut self, rsp: &BlkifResponse) -> Result<Status, Fault> {
+            let io = &mut *self.io;
+            io.dp.complete(&mut io.gt, rsp, &mut |(), _| {})
+        }
+
+        /// The backend publishes `rsp` on the ring; then the interrupt
+        /// handler's pass runs.
+        pub(crate) fn respond_and_drain(&mut self, rsp: &BlkifResponse) -> Drained {
+            let mut ring = SliceRing::new(&mut self.mem);
+            let prod = ring.load_rsp_prod();
+            let slot = prod & (self.front.size() - 1);
+            ring.write_response(slot, rsp);
+            ring.store_rsp_prod(prod.wrapping_add(1));
+            let io = &mut *self.io;
+            io.dp
+                .drain(&mut io.gt, &mut self.front, &mut ring, &mut |(), _| {})
+        }
+
+        /// Whether a flush would still reach the backend.
+        pub(crate) fn flushes(&self) -> bool {
+            self.io.dp.flushes()
+        }
+
+        /// Whether a discard would still reach the backend.
+        pub(crate) fn discards(&self) -> bool {
+            self.io.dp.discards()
+        }
+
+        /// Grant pool counters.
+        pub(crate) fn grant_stats(&self) -> GrantStats {
+            self.io.dp.grant_stats()
+        }
+    }
+}

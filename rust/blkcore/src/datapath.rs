@@ -1,0 +1,664 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The Xen frontend's data path, as the kernel runs it: a block request's
+//! pieces → per-frame segments → grants (and bounce copies) → direct or
+//! indirect encoding → a ring slot; a response → validation → copy back →
+//! grant release (persistent pool, deferred release of what the backend
+//! still maps) → the request's status. Also the purge of idle persistent
+//! grants, failing everything in flight when the backend breaks the
+//! protocol, and teardown.
+//!
+//! Generic over the mechanisms, so that the kernel driver (rust/xen's grant
+//! table, struct pages and granted ring pages), the host simulator
+//! (`tools/testing/blkback-sim`) and the fuzz targets run this same code:
+//! - [`Memory`]: the grant table plus copying into frames;
+//! - [`Storage`]: fixed-size buffers allocated once when the backend
+//!   connects (the kernel's `KVec`, the host's `Vec`); nothing is allocated
+//!   on the request path;
+//! - [`SharedRing`]: the shared ring pages;
+//! - `Rq`: the caller's request token (the kernel's `blk-mq` request), handed
+//!   back with its [`Status`] when it ends.
+
+use super::blkif::{
+    indirect_pages,
+    BlkifRequestSegment,
+    BlkifResponse,
+    RingEntryBytes,
+    BLKIF_MAX_RING_SIZE,
+    BLKIF_OP_DISCARD,
+    BLKIF_OP_FLUSH_DISKCACHE,
+    BLKIF_OP_READ,
+    BLKIF_OP_WRITE_BARRIER,
+    BLKIF_SEGMENT_SIZE,
+    XEN_PAGE_SIZE, //
+};
+use super::grants::{
+    GrantError,
+    GrantHandle,
+    GrantMode,
+    GrantOps,
+    GrantPool,
+    GrantRef,
+    GrantStats,
+    PoolEntry, //
+};
+use super::mapping::{
+    encode_direct,
+    encode_discard,
+    encode_flush,
+    encode_indirect,
+    layout,
+    map_pieces,
+    write_indirect_page,
+    Layout,
+    MappedSegment,
+    Piece,
+    RwHeader,
+    RwOp, //
+};
+use super::negotiate::{
+    FlushKind,
+    Negotiated, //
+};
+use super::ring::{
+    DrainError,
+    FrontRing,
+    InFlight,
+    ResponseError,
+    RingError,
+    SharedRing,
+    Verdict, //
+};
+use core::fmt;
+
+mod complete;
+mod submit;
+
+/// Why the data path gave up on the backend. Each means a broken or
+/// hostile backend; the ring is disabled for good.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// The backend's `rsp_prod` is impossible.
+    Producer(RingError),
+    /// A response names no request in flight, or the wrong operation.
+    Response(ResponseError),
+    /// More responses in one pass than slots in the ring.
+    Storm,
+    /// Without persistent grants the backend still maps this grant after
+    /// answering the request.
+    StillMapped(GrantRef),
+    /// Fault injection (tests) or the caller's own reason.
+    Injected,
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Producer(e) => write!(f, "bad response producer: {e:?}"),
+            Self::Response(ResponseError::BadId(id)) => {
+                write!(f, "response has incorrect id {id}")
+            }
+            Self::Response(ResponseError::NotInFlight(id)) => {
+                write!(f, "response {id} references no pending request")
+            }
+            Self::Response(ResponseError::WrongOperation { id, expected, got }) => write!(
+                f,
+                "response {id} has wrong operation {got} (expected {expected})"
+            ),
+            Self::Storm => write!(f, "more responses than ring slots in one pass"),
+            Self::StillMapped(g) => {
+                write!(f, "backend has not unmapped non-persistent grant {g}")
+            }
+            Self::Injected => write!(f, "fault injected"),
+        }
+    }
+}
+
+/// What one pass over the responses found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Drained {
+    /// Responses were consumed.
+    Some,
+    /// None were pending (a spurious event).
+    Nothing,
+    /// The backend broke the protocol (`fault`); every request in flight
+    /// (`failed` of them) ended with [`Status::IoErr`]. The caller stops
+    /// using the ring.
+    Broken {
+        /// What the backend did.
+        fault: Fault,
+        /// Requests failed.
+        failed: u32,
+    },
+}
+
+/// Idle persistent grants are purged at most this often (upstream: 10 s).
+pub const PURGE_INTERVAL_MS: u64 = 10_000;
+
+/// Submission/completion passes between two looks at the clock for the
+/// purge: a Xen PV guest's clock read may trap (emulated TSC), so not on
+/// every request.
+pub const PURGE_CHECK_EVERY: u32 = 256;
+
+const MAX_RING: usize = BLKIF_MAX_RING_SIZE as usize;
+
+/// Grant table plus access to frame contents.
+pub trait Memory: GrantOps {
+    /// The Xen frame `frame_offset` bytes (a multiple of 4096) into `page`.
+    fn frame_in_page(&self, page: Self::Frame, frame_offset: u32) -> Self::Frame;
+    /// Copies `len` bytes from `src` at `src_off` to `dst` at `dst_off`
+    /// (both ranges inside one frame).
+    fn copy(
+        &mut self,
+        src: Self::Frame,
+        src_off: u32,
+        dst: Self::Frame,
+        dst_off: u32,
+        len: u32,
+    ) -> Result<(), MemoryError>;
+    /// Writes `bytes` into `dst` at `off`.
+    fn write(&mut self, dst: Self::Frame, off: u32, bytes: &[u8]) -> Result<(), MemoryError>;
+}
+
+/// A copy into or out of a frame failed (range outside the frame).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryError;
+
+/// Allocation failed while building the data path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutOfMemory;
+
+/// Fixed-size buffers, allocated once in [`DataPath::new`].
+pub trait Storage {
+    /// A buffer of `T`.
+    type Buf<T>: AsRef<[T]> + AsMut<[T]>;
+    /// A buffer of `len` values made by `f`.
+    fn buf<T>(len: usize, f: impl FnMut() -> T) -> Result<Self::Buf<T>, OutOfMemory>;
+}
+
+/// Segments one indirect request may carry on the wire: twice the block
+/// layer's limit (a block-layer segment that straddles a page needs two
+/// frames, and the kernel's queue limits have no `seg_boundary_mask` to
+/// prevent it), within the backend's `feature-max-indirect-segments` and
+/// the protocol. Without indirect descriptors: the direct limit.
+pub fn wire_segments(n: &Negotiated, backend_max_indirect: u32) -> u32 {
+    if n.indirect_segments == 0 {
+        return n.segments_per_request;
+    }
+    n.indirect_segments
+        .saturating_mul(2)
+        .min(backend_max_indirect)
+        .min(super::negotiate::MAX_INDIRECT_SEGMENTS)
+        .max(n.indirect_segments)
+}
+
+/// What a block request asks the ring to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// Read `sector..` into the request's pieces.
+    Read {
+        /// Start sector.
+        sector: u64,
+    },
+    /// Write the request's pieces at `sector`; `fua` asks for forced unit
+    /// access.
+    Write {
+        /// Start sector.
+        sector: u64,
+        /// `REQ_FUA`.
+        fua: bool,
+    },
+    /// Empty cache flush.
+    Flush,
+    /// Discard (or secure erase) of a sector range.
+    Discard {
+        /// Start sector.
+        sector: u64,
+        /// Sectors.
+        nr_sectors: u64,
+        /// Secure erase.
+        secure: bool,
+    },
+}
+
+/// Why a request was not put on the ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueError {
+    /// Out of ring slots, ids or grants: retry later.
+    Busy,
+    /// The request can't be expressed: fail it.
+    Io,
+    /// Complete it successfully without sending it (flush without a
+    /// backend flush feature, like upstream).
+    Nothing,
+}
+
+/// How a request ended (the kernel maps it to `blk_status_t`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// `BLK_STS_OK`.
+    Ok,
+    /// `BLK_STS_IOERR`.
+    IoErr,
+    /// `BLK_STS_NOTSUPP`.
+    NotSupp,
+}
+
+/// Counters of one ring.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingStats {
+    /// Requests put on the ring.
+    pub requests: u64,
+    /// Of those, indirect.
+    pub indirect_requests: u64,
+    /// Notifications sent to the backend.
+    pub notifications: u64,
+    /// Requests sent back to blk-mq to retry (ring full, no id, no grant).
+    pub busy: u64,
+    /// Of those, the grant table had no free reference.
+    pub out_of_grants: u64,
+    /// Protocol errors of the backend.
+    pub errors: u64,
+    /// Calls of the interrupt handler, and those that found no response
+    /// (acknowledged as spurious: two in a row delay the next event, see
+    /// `xen_irq_lateeoi`).
+    pub interrupts: u64,
+    /// See `interrupts`.
+    pub spurious_interrupts: u64,
+}
+
+impl RingStats {
+    /// Adds another ring's counters (per-disk totals).
+    pub fn add(&mut self, o: &RingStats) {
+        self.requests += o.requests;
+        self.indirect_requests += o.indirect_requests;
+        self.notifications += o.notifications;
+        self.busy += o.busy;
+        self.out_of_grants += o.out_of_grants;
+        self.errors += o.errors;
+        self.interrupts += o.interrupts;
+        self.spurious_interrupts += o.spurious_interrupts;
+    }
+}
+
+/// Features the backend withdrew at run time (it answered
+/// `BLKIF_RSP_EOPNOTSUPP`), for the caller to log once and to take out of
+/// the queue limits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Withdrawn {
+    /// Flushes (and FUA): `Some(true)` if the refused request was a barrier.
+    pub flush: Option<bool>,
+    /// Discards.
+    pub discard: bool,
+}
+
+/// A data segment of a read through a bounce frame, copied back on
+/// completion.
+#[derive(Clone, Copy, Debug)]
+struct CopySeg<F> {
+    /// The request's frame and the byte offset of the data in it.
+    data: F,
+    /// The bounce frame; the data sits at the same offset in both.
+    bounce: F,
+    off: u32,
+    len: u32,
+}
+
+/// Per-id state of a request in flight (`struct blk_shadow`). Its grants,
+/// indirect grants and copies sit in the data path's flat buffers at
+/// `id * stride`.
+#[derive(Debug)]
+struct Slot<Rq> {
+    rq: Option<Rq>,
+    nr_segments: u32,
+    grants: u32,
+    indirect: u32,
+    copies: u32,
+}
+
+/// The sizes the data path is built with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// Ring slots.
+    pub ring_size: u32,
+    /// Most segments one request may carry on the wire (>= the block
+    /// layer's limit, see [`wire_segments`]).
+    pub wire_max: u32,
+    /// Indirect pages one request may need (0 without indirect).
+    pub indirect_pages: u32,
+    /// Grant pool entries (upstream: `(segments + indirect pages) * ring
+    /// size`).
+    pub pool_entries: u32,
+}
+
+impl Geometry {
+    /// Sizes for negotiation `n` on a ring of `ring_size` slots, `wire_max`
+    /// segments per request on the wire.
+    pub fn new(n: &Negotiated, ring_size: u32, wire_max: u32) -> Self {
+        let ring_size = ring_size.min(BLKIF_MAX_RING_SIZE);
+        let wire_max = wire_max.max(n.segments_per_request);
+        let indirect = n.indirect_segments != 0;
+        let ind_pages = if indirect {
+            indirect_pages(wire_max)
+        } else {
+            0
+        };
+        // The pool is sized for the block layer's limit, like upstream; a
+        // request that needs more frames (segments straddling pages) may
+        // find it exhausted and is retried (Busy), never failed.
+        let per_req = n.segments_per_request
+            + if indirect {
+                indirect_pages(n.segments_per_request)
+            } else {
+                0
+            };
+        Self {
+            ring_size,
+            wire_max,
+            indirect_pages: ind_pages,
+            pool_entries: per_req.saturating_mul(ring_size),
+        }
+    }
+
+    /// Frames the caller provides to [`DataPath::new`]: with `copy_data`,
+    /// one bounce frame per pool entry; without, one placeholder frame
+    /// plus every slot's own indirect pages.
+    pub fn frames(&self, copy_data: bool) -> usize {
+        if copy_data {
+            self.pool_entries.max(1) as usize
+        } else {
+            1 + (self.ring_size * self.indirect_pages) as usize
+        }
+    }
+}
+
+/// The data path of one ring, built when the backend connects.
+pub struct DataPath<S: Storage, F: Copy, Rq> {
+    n: Negotiated,
+    geo: Geometry,
+    handle: u16,
+    pool: GrantPool<F, S::Buf<PoolEntry<F>>>,
+    /// Frames given to [`DataPath::new`]: bounce frames, or a placeholder
+    /// and the slots' own indirect pages.
+    frames: S::Buf<F>,
+    inflight: S::Buf<InFlight<MAX_RING>>,
+    slots: S::Buf<Slot<Rq>>,
+    /// `ring_size * wire_max` grant handles of data segments.
+    grants: S::Buf<GrantHandle>,
+    /// `ring_size * indirect_pages` grant handles of indirect pages.
+    indirect: S::Buf<GrantHandle>,
+    /// `ring_size * wire_max` copies back (only with `copy_data`).
+    copies: S::Buf<CopySeg<F>>,
+    // Scratch space of the request being queued.
+    mapped: S::Buf<MappedSegment<F>>,
+    segs: S::Buf<BlkifRequestSegment>,
+    indirect_grefs: S::Buf<GrantRef>,
+    page_buf: S::Buf<u8>,
+    last_purge_ms: u64,
+    /// Passes since the clock was last read for the purge.
+    purge_countdown: u32,
+    withdrawn: Withdrawn,
+    stats: RingStats,
+}
+
+impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
+    /// The data path for negotiation `n` with sizes `geo`, device handle
+    /// `handle`; `frames` are the caller's ([`Geometry::frames`] of them),
+    /// kept alive by the caller as long as the data path; `now_ms` starts
+    /// the purge clock.
+    pub fn new(
+        n: &Negotiated,
+        geo: Geometry,
+        handle: u16,
+        frames: &[F],
+        now_ms: u64,
+    ) -> Result<Self, OutOfMemory> {
+        if frames.len() != geo.frames(n.copy_data) {
+            return Err(OutOfMemory);
+        }
+        let placeholder = *frames.first().ok_or(OutOfMemory)?;
+        let mut i = 0usize;
+        let entries = S::buf(geo.pool_entries as usize, || {
+            let f = if n.copy_data {
+                frames.get(i).copied().unwrap_or(placeholder)
+            } else {
+                placeholder
+            };
+            i += 1;
+            PoolEntry::new(f)
+        })?;
+        let pool =
+            GrantPool::new(entries, GrantMode::from_negotiated(n)).map_err(|_| OutOfMemory)?;
+        let mut j = 0usize;
+        let frames = S::buf(frames.len(), || {
+            let f = frames.get(j).copied().unwrap_or(placeholder);
+            j += 1;
+            f
+        })?;
+        let size = geo.ring_size as usize;
+        let wire = geo.wire_max as usize;
+        let ind = geo.indirect_pages as usize;
+        let unset = MappedSegment {
+            page: placeholder,
+            frame_offset: 0,
+            first_sect: 0,
+            last_sect: 0,
+        };
+        let unset_copy = CopySeg {
+            data: placeholder,
+            bounce: placeholder,
+            off: 0,
+            len: 0,
+        };
+        Ok(Self {
+            n: *n,
+            geo,
+            handle,
+            pool,
+            frames,
+            inflight: S::buf(1, || InFlight::new(geo.ring_size))?,
+            slots: S::buf(size, || Slot {
+                rq: None,
+                nr_segments: 0,
+                grants: 0,
+                indirect: 0,
+                copies: 0,
+            })?,
+            grants: S::buf(size * wire, || GrantHandle(0))?,
+            indirect: S::buf(size * ind, || GrantHandle(0))?,
+            copies: S::buf(if n.copy_data { size * wire } else { 0 }, || unset_copy)?,
+            mapped: S::buf(wire, || unset)?,
+            segs: S::buf(wire, BlkifRequestSegment::default)?,
+            indirect_grefs: S::buf(ind, || 0)?,
+            page_buf: S::buf(XEN_PAGE_SIZE as usize, || 0)?,
+            last_purge_ms: now_ms,
+            purge_countdown: PURGE_CHECK_EVERY,
+            withdrawn: Withdrawn::default(),
+            stats: RingStats::default(),
+        })
+    }
+
+    /// Counters of the ring.
+    pub fn stats(&self) -> RingStats {
+        self.stats
+    }
+
+    /// Counters of the grant pool.
+    pub fn grant_stats(&self) -> GrantStats {
+        self.pool.stats()
+    }
+
+    /// Whether data is bounced through the pool's frames.
+    pub fn copy_data(&self) -> bool {
+        self.n.copy_data
+    }
+
+    /// Whether a flush still reaches the backend.
+    pub fn flushes(&self) -> bool {
+        self.n.flush.is_some()
+    }
+
+    /// Whether a discard still reaches the backend.
+    pub fn discards(&self) -> bool {
+        self.n.discard.is_some()
+    }
+
+    /// The sizes the data path was built with.
+    pub fn geometry(&self) -> Geometry {
+        self.geo
+    }
+
+    /// Requests in flight.
+    pub fn in_flight(&self) -> u32 {
+        self.inflight.as_ref().first().map_or(0, |t| t.waiting())
+    }
+
+    /// Features withdrawn since the last call (each reported once).
+    pub fn take_withdrawn(&mut self) -> Withdrawn {
+        core::mem::take(&mut self.withdrawn)
+    }
+
+    /// Counts a notification of the backend.
+    pub fn notified(&mut self) {
+        self.stats.notifications += 1;
+    }
+
+    /// Calls `f` with every grant reference held by a request in flight.
+    pub fn for_each_grant_in_flight(&self, mut f: impl FnMut(GrantRef)) {
+        let (wire, ind) = (self.geo.wire_max as usize, self.geo.indirect_pages as usize);
+        for (id, s) in self.slots.as_ref().iter().enumerate() {
+            if s.rq.is_none() {
+                continue;
+            }
+            let g = self
+                .grants
+                .as_ref()
+                .iter()
+                .skip(id * wire)
+                .take(s.grants as usize);
+            let i = self
+                .indirect
+                .as_ref()
+                .iter()
+                .skip(id * ind)
+                .take(s.indirect as usize);
+            for h in g.chain(i) {
+                if let Some(e) = self.pool.entry(*h) {
+                    f(e.gref());
+                }
+            }
+        }
+    }
+
+    /// Revokes idle persistent grants the backend no longer maps
+    /// (`purge_persistent_grants`), at most every [`PURGE_INTERVAL_MS`];
+    /// `now_ms` (a monotonic clock) is read every [`PURGE_CHECK_EVERY`]
+    /// calls only. Run from the submission and completion paths.
+    pub fn maybe_purge<M: Memory<Frame = F>>(&mut self, mem: &mut M, now_ms: impl FnOnce() -> u64) {
+        if !self.n.persistent {
+            return;
+        }
+        self.purge_countdown = self.purge_countdown.saturating_sub(1);
+        if self.purge_countdown != 0 {
+            return;
+        }
+        self.purge_countdown = PURGE_CHECK_EVERY;
+        let now = now_ms();
+        if now.saturating_sub(self.last_purge_ms) >= PURGE_INTERVAL_MS {
+            self.last_purge_ms = now;
+            self.pool.purge(mem);
+        }
+    }
+
+    /// Revokes idle persistent grants the backend no longer maps, now.
+    /// Returns how many.
+    pub fn purge<M: Memory<Frame = F>>(&mut self, mem: &mut M) -> u32 {
+        self.pool.purge(mem)
+    }
+
+    /// Takes the data path down: revokes every grant (those the backend
+    /// still maps are ended with a deferred release) and hands every request
+    /// still in flight to `rq`, untouched, for the caller to resubmit or
+    /// fail. Returns how many grants were deferred.
+    pub fn take_down<M: Memory<Frame = F>>(&mut self, mem: &mut M, mut rq: impl FnMut(Rq)) -> u32 {
+        for s in self.slots.as_mut().iter_mut() {
+            if let Some(r) = s.rq.take() {
+                rq(r);
+            }
+            s.grants = 0;
+            s.indirect = 0;
+            s.copies = 0;
+        }
+        if let Some(t) = self.inflight.as_mut().first_mut() {
+            *t = InFlight::new(self.geo.ring_size);
+        }
+        self.pool.teardown(mem)
+    }
+
+    fn inflight(&mut self) -> Option<&mut InFlight<MAX_RING>> {
+        self.inflight.as_mut().first_mut()
+    }
+
+    /// An id for a request of (response) operation `op` with
+    /// `nr_segments` data segments.
+    fn alloc_id(&mut self, op: u8, indirect: bool, nr_segments: u32) -> Result<u32, QueueError> {
+        let id = self
+            .inflight()
+            .and_then(|t| t.alloc(op, indirect))
+            .ok_or(QueueError::Busy)?;
+        if let Some(s) = self.slots.as_mut().get_mut(id as usize) {
+            s.nr_segments = nr_segments;
+        }
+        Ok(id)
+    }
+
+    fn cancel_id(&mut self, id: u32) {
+        if let Some(t) = self.inflight() {
+            t.cancel(id);
+        }
+    }
+
+    /// Gives back every grant of slot `id` (data and indirect). `Err` if
+    /// the backend still maps one without persistent grants (its release
+    /// is deferred, so the frame never goes back while the backend can
+    /// reach it).
+    fn put_grants<M: Memory<Frame = F>>(&mut self, mem: &mut M, id: usize) -> Result<(), Fault> {
+        let (wire, ind) = (self.geo.wire_max as usize, self.geo.indirect_pages as usize);
+        let Some(s) = self.slots.as_mut().get_mut(id) else {
+            return Err(Fault::Response(ResponseError::BadId(id as u64)));
+        };
+        let (ng, ni) = (s.grants as usize, s.indirect as usize);
+        s.grants = 0;
+        s.indirect = 0;
+        s.copies = 0;
+        let mut still_mapped = None;
+        let data = self.grants.as_ref().iter().skip(id * wire).take(ng);
+        let ind_pages = self.indirect.as_ref().iter().skip(id * ind).take(ni);
+        for h in data.chain(ind_pages) {
+            match self.pool.put(mem, *h) {
+                Ok(_) => {}
+                Err(GrantError::StillMapped(g)) => {
+                    still_mapped.get_or_insert(g);
+                }
+                Err(_) => {
+                    still_mapped.get_or_insert(super::grants::INVALID_GRANT_REF);
+                }
+            }
+        }
+        match still_mapped {
+            Some(g) => Err(Fault::StillMapped(g)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<F: Copy> CopySeg<F> {
+    fn new(data: F, bounce: F, m: &MappedSegment<F>) -> Self {
+        Self {
+            data,
+            bounce,
+            off: m.offset_in_frame(),
+            len: m.len(),
+        }
+    }
+}

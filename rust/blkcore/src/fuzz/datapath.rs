@@ -1,0 +1,393 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The whole Xen data path (`blkcore::datapath`, the code the kernel
+//! driver runs) under a hostile backend: the input negotiates a mode, then
+//! is a script of block requests in, arbitrary responses and producer
+//! indices back, grant-unmap outcomes chosen per call, purges and failures,
+//! and finally teardown.
+//!
+//! Invariants checked: no panic; every request ends exactly once (a status,
+//! or handed back at teardown), none is invented; grants are only ended
+//! once and only if granted; after teardown no grant is left live except
+//! those the backend still maps (deferred); the pool's in-use count returns
+//! to zero; bounce copies stay inside their frames.
+
+extern crate alloc;
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+use super::{
+    ensure,
+    Outcome,
+    Violation, //
+};
+use crate::blkif::{
+    BlkifResponse,
+    Request as WireRequest, //
+};
+use crate::datapath::{
+    wire_segments,
+    DataPath,
+    Drained,
+    Geometry,
+    Memory,
+    MemoryError,
+    Request,
+    Status, //
+};
+use crate::grants::{
+    GrantError,
+    GrantOps,
+    GrantRef, //
+};
+use crate::host::VecStorage;
+use crate::mapping::Piece;
+use crate::negotiate::{
+    Discard,
+    FlushKind,
+    Negotiated, //
+};
+use crate::ring::{
+    FrontRing,
+    SharedRing,
+    SliceRing, //
+};
+
+/// Input bytes, read front to back; zeros once exhausted.
+struct Input<'a>(&'a [u8]);
+
+impl Input<'_> {
+    fn byte(&mut self) -> u8 {
+        match self.0.split_first() {
+            Some((b, rest)) => {
+                self.0 = rest;
+                *b
+            }
+            None => 0,
+        }
+    }
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes([self.byte(), self.byte(), self.byte(), self.byte()])
+    }
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+const FRAMES: u32 = 64;
+
+/// A grant table whose backend maps and unmaps as the input says, over
+/// `FRAMES` frames whose contents are not kept (copies only check bounds).
+struct FuzzMem<'a, 'b> {
+    input: &'b mut Input<'a>,
+    /// Live grants: gref -> the backend maps it.
+    live: BTreeMap<GrantRef, bool>,
+    next: GrantRef,
+    /// Grants ended while mapped (deferred release).
+    deferred: u32,
+    violation: Option<&'static str>,
+}
+
+impl FuzzMem<'_, '_> {
+    fn flag(&mut self, what: &'static str) {
+        self.violation.get_or_insert(what);
+    }
+}
+
+impl GrantOps for FuzzMem<'_, '_> {
+    type Frame = u32;
+
+    fn grant(&mut self, frame: u32, _readonly: bool) -> Result<GrantRef, GrantError> {
+        if frame >= FRAMES {
+            self.flag("grant of a frame that is not guest memory");
+        }
+        // Now and then the grant table is out of references.
+        if self.input.byte() == 0xff {
+            return Err(GrantError::NoGrantRefs);
+        }
+        let g = self.next;
+        self.next += 1;
+        // The backend maps what it is given, sometimes for good.
+        self.live.insert(g, true);
+        Ok(g)
+    }
+
+    fn try_end_access(&mut self, gref: GrantRef) -> bool {
+        let Some(&mapped) = self.live.get(&gref) else {
+            self.flag("end of a grant that is not live");
+            return true;
+        };
+        // The backend unmapped it, or (input says) still holds it.
+        if mapped && self.input.byte() & 7 == 0 {
+            return false;
+        }
+        self.live.remove(&gref);
+        true
+    }
+
+    fn end_access(&mut self, gref: GrantRef) {
+        if !self.try_end_access(gref) {
+            self.live.remove(&gref);
+            self.deferred += 1;
+        }
+    }
+}
+
+impl Memory for FuzzMem<'_, '_> {
+    fn frame_in_page(&self, page: u32, frame_offset: u32) -> u32 {
+        page.saturating_add(frame_offset / 4096)
+    }
+
+    fn copy(&mut self, src: u32, so: u32, dst: u32, d_o: u32, len: u32) -> Result<(), MemoryError> {
+        if src >= FRAMES || dst >= FRAMES || so + len > 4096 || d_o + len > 4096 {
+            self.flag("copy outside guest memory");
+            return Err(MemoryError);
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, dst: u32, off: u32, bytes: &[u8]) -> Result<(), MemoryError> {
+        if dst >= FRAMES || off as usize + bytes.len() > 4096 {
+            self.flag("write outside guest memory");
+            return Err(MemoryError);
+        }
+        Ok(())
+    }
+}
+
+/// A negotiation from two input bytes: persistent/copy, indirect segments,
+/// flush kind, discard, ring pages.
+fn negotiated(a: u8, b: u8) -> Negotiated {
+    let persistent = a & 1 != 0;
+    let indirect_segments = [0, 32, 64, 256][usize::from((a >> 1) & 3)];
+    let flush =
+        [None, Some(FlushKind::Flush), Some(FlushKind::Barrier), None][usize::from((a >> 3) & 3)];
+    let ring_pages = 1 << (b & 1);
+    Negotiated {
+        queues: 1,
+        ring_page_order: u32::from(b & 1),
+        ring_pages,
+        persistent,
+        indirect_segments,
+        segments_per_request: if indirect_segments == 0 {
+            11
+        } else {
+            indirect_segments
+        },
+        flush,
+        discard: (a & 0x20 != 0).then_some(Discard {
+            granularity: 4096,
+            alignment: 0,
+            secure: a & 0x40 != 0,
+        }),
+        sectors: 1 << 21,
+        info: 0,
+        sector_size: 512,
+        physical_sector_size: 512,
+        minimum_io_size: None,
+        optimal_io_size: None,
+        copy_data: persistent || a & 0x80 != 0,
+    }
+}
+
+/// Requests handed to the data path and not yet ended.
+type Open = BTreeMap<u32, ()>;
+
+fn ended(open: &mut Open, tag: u32, bad: &mut Option<&'static str>) {
+    if open.remove(&tag).is_none() {
+        bad.get_or_insert("a request ended twice, or one never queued");
+    }
+}
+
+/// See the module documentation.
+pub fn fuzz_datapath(data: &[u8]) -> Result<Outcome, Violation> {
+    let mut input = Input(data);
+    let n = negotiated(input.byte(), input.byte());
+    let mut ring_mem = alloc::vec![0u8; 4096 * n.ring_pages as usize];
+    let mut front = FrontRing::new(n.ring_pages).map_err(|_| Violation("ring pages"))?;
+    front.init_shared(&mut SliceRing::new(&mut ring_mem));
+    let geo = Geometry::new(&n, front.size(), wire_segments(&n, 512));
+    let frames: Vec<u32> = (0..geo.frames(n.copy_data) as u32).map(|f| f % 8).collect();
+    let mut dp: DataPath<VecStorage, u32, u32> =
+        DataPath::new(&n, geo, 0, &frames, 0).map_err(|_| Violation("data path"))?;
+    let mut mem = FuzzMem {
+        input: &mut input,
+        live: BTreeMap::new(),
+        next: 8,
+        deferred: 0,
+        violation: None,
+    };
+    let mut open = Open::new();
+    let mut bad: Option<&'static str> = None;
+    let mut tag = 0u32;
+    let mut broken = false;
+    let mut steps = 0u32;
+    // The backend's consumer index.
+    let mut req_cons = 0u32;
+    while !mem.input.is_empty() && steps < 512 && !broken {
+        steps += 1;
+        let op = mem.input.byte();
+        match op % 8 {
+            // A read or write of 1..=k pieces on the data pages 8..64.
+            0..=2 => {
+                let count = usize::from(mem.input.byte() % 40) + 1;
+                let mut pieces = Vec::new();
+                for _ in 0..count {
+                    let page = 8 + u32::from(mem.input.byte()) % (FRAMES - 8);
+                    let offset = u32::from(mem.input.byte() % 8) * 512;
+                    let len = (u32::from(mem.input.byte() % 8) + 1) * 512;
+                    pieces.push(Piece {
+                        page,
+                        offset,
+                        len: len.min(4096 - offset),
+                    });
+                }
+                let sector = u64::from(mem.input.u32());
+                let req = if op & 0x10 != 0 {
+                    Request::Write {
+                        sector,
+                        fua: op & 0x20 != 0,
+                    }
+                } else {
+                    Request::Read { sector }
+                };
+                let mut ring = SliceRing::new(&mut ring_mem);
+                if dp
+                    .queue(&mut mem, &mut front, &mut ring, tag, req, &pieces)
+                    .is_ok()
+                {
+                    open.insert(tag, ());
+                }
+                tag += 1;
+            }
+            3 => {
+                let req = if op & 0x10 != 0 {
+                    Request::Flush
+                } else {
+                    Request::Discard {
+                        sector: u64::from(mem.input.u32()),
+                        nr_sectors: u64::from(mem.input.byte()),
+                        secure: op & 0x20 != 0,
+                    }
+                };
+                let mut ring = SliceRing::new(&mut ring_mem);
+                if dp
+                    .queue(&mut mem, &mut front, &mut ring, tag, req, &[])
+                    .is_ok()
+                {
+                    open.insert(tag, ());
+                }
+                tag += 1;
+            }
+            // The backend answers the next k requests it finds on the ring
+            // (id and operation from the request, status from the input),
+            // some responses corrupted, then moves rsp_prod (now and then
+            // by an arbitrary amount); the interrupt handler's pass runs.
+            4 | 5 => {
+                let mut ring = SliceRing::new(&mut ring_mem);
+                front.push_requests_and_check_notify(&mut ring);
+                let k = u32::from(mem.input.byte() % 8);
+                let prod = ring.load_rsp_prod();
+                let mut written = 0u32;
+                for _ in 0..k {
+                    let sel = mem.input.byte();
+                    let corrupt = sel & 0xc0 == 0xc0;
+                    let mut rsp = BlkifResponse {
+                        status: [0, -1, -2, 7][usize::from((sel >> 3) & 3)],
+                        ..BlkifResponse::default()
+                    };
+                    if req_cons != ring.load_req_prod() {
+                        let req =
+                            WireRequest::decode(&ring.read_request(req_cons & (front.size() - 1)));
+                        req_cons = req_cons.wrapping_add(1);
+                        rsp.id = req.id();
+                        rsp.operation = req.response_operation();
+                    } else if !corrupt {
+                        break;
+                    }
+                    if corrupt {
+                        match sel & 3 {
+                            0 => rsp.id = u64::from(mem.input.byte() % 40),
+                            1 => rsp.operation = mem.input.byte() % 8,
+                            2 => rsp.id = u64::from(mem.input.u32()) << 8,
+                            _ => rsp.id = rsp.id.wrapping_add(1),
+                        }
+                    }
+                    ring.write_response(prod.wrapping_add(written) & (front.size() - 1), &rsp);
+                    written += 1;
+                }
+                let jump = if op & 0xc0 == 0xc0 {
+                    mem.input.u32()
+                } else {
+                    written
+                };
+                ring.store_rsp_prod(prod.wrapping_add(jump));
+                let r = dp.drain(&mut mem, &mut front, &mut ring, &mut |t, _| {
+                    ended(&mut open, t, &mut bad)
+                });
+                if let Drained::Broken { .. } = r {
+                    broken = true;
+                }
+            }
+            6 => {
+                dp.purge(&mut mem);
+            }
+            _ => {
+                if op & 0x10 != 0 {
+                    dp.fail_in_flight(&mut mem, &mut |t, s| {
+                        if s != Status::IoErr {
+                            bad.get_or_insert("a failed request did not end with an I/O error");
+                        }
+                        ended(&mut open, t, &mut bad);
+                    });
+                }
+            }
+        }
+        ensure(
+            dp.in_flight() <= front.size(),
+            "more requests in flight than slots",
+        )?;
+    }
+    if broken {
+        ensure(dp.in_flight() == 0, "a broken ring left requests in flight")?;
+    }
+    dp.take_down(&mut mem, |t| ended(&mut open, t, &mut bad));
+    if let Some(v) = mem.violation.or(bad) {
+        return Err(Violation(v));
+    }
+    ensure(open.is_empty(), "a request never ended")?;
+    ensure(dp.grant_stats().in_use == 0, "grants in use after teardown")?;
+    ensure(mem.live.is_empty(), "a grant left live after teardown")?;
+    Ok(if dp.stats().requests > 0 {
+        Outcome::Accepted
+    } else {
+        Outcome::Rejected
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_scripted_exchange_ends_every_request() {
+        // Persistent, 32 indirect segments, flush: two writes, answered
+        // in order with OKAY, then teardown.
+        let mut s = alloc::vec![0x0b, 0x00];
+        s.extend_from_slice(&[0x10, 2, 9, 0, 7, 9, 0, 7, 0, 0, 0, 0]);
+        s.extend_from_slice(&[0x10, 1, 10, 0, 7, 8, 0, 0, 0]);
+        s.extend_from_slice(&[0x04, 2, 0x00, 0, 0x00, 1]);
+        assert_eq!(fuzz_datapath(&s), Ok(Outcome::Accepted));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn datapath_target_never_fails(data in prop::collection::vec(any::<u8>(), 0..400)) {
+            prop_assert!(fuzz_datapath(&data).is_ok(), "{:?}", fuzz_datapath(&data));
+        }
+    }
+}

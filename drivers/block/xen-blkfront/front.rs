@@ -17,18 +17,20 @@ use kernel::{
 };
 
 use crate::blkcore::{
-    limits::{
-        xen_limits,
-        QueueLimits, //
-    },
+    limits::xen_limits,
     negotiate::{
         self as neg,
-        FlushKind,
-        Negotiated, //
+        FlushKind, //
     },
     xenstore::KeyError,
 };
-use crate::disk::BlkOps;
+use crate::conn::{
+    abandon,
+    free_rings,
+    release_backend,
+    Conn,
+    Phase, //
+};
 use crate::ring::RingHandle;
 use crate::store::{
     handle_from_nodename,
@@ -67,27 +69,6 @@ fn reconnect_held() -> bool {
     {
         false
     }
-}
-
-/// Where the device is in its life.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Phase {
-    /// Nothing set up (probe done, or torn down after an error).
-    Disconnected,
-    /// Rings allocated and published; waiting for the backend to connect.
-    Initialised,
-    /// Disk live.
-    Connected,
-}
-
-/// Mutable per-device state, under `Info::conn`.
-pub(crate) struct Conn {
-    pub(crate) phase: Phase,
-    pub(crate) rings: KVec<RingHandle<BlkOps>>,
-    pub(crate) ring_pages: u32,
-    pub(crate) negotiated: Option<Negotiated>,
-    pub(crate) limits: Option<QueueLimits>,
-    pub(crate) disk: Option<crate::disk::Disk>,
 }
 
 /// Per-device data (the xenbus driver data).
@@ -286,50 +267,6 @@ fn params(dev: &Device, own: &Snapshot, conn: &Conn) -> Result<neg::FrontendPara
 fn negotiate_rings(dev: &Device, conn: &Conn) -> Result<neg::RingLayout, Reported> {
     let (backend, own) = read_snapshots(dev)?;
     neg::negotiate_rings(&backend, &params(dev, &own, conn)?).or_fatal(dev, fmt!("ring limits"))
-}
-
-/// Lets go of the current backend before talking to a (new) one. Without a
-/// disk the rings go. With one they stay (their number is the disk's
-/// hardware queues): each takes its data path down and the requests that
-/// were in flight go on the disk's requeue list, dispatched again when the
-/// next backend connects ([`crate::disk::Disk::resubmit`]). Returns how
-/// many were requeued.
-fn release_backend(conn: &mut Conn) -> usize {
-    conn.phase = Phase::Disconnected;
-    if conn.disk.is_none() {
-        free_rings(conn);
-        return 0;
-    }
-    let mut n = 0;
-    for h in conn.rings.iter_mut() {
-        for rq in h.suspend() {
-            rq.requeue();
-            n += 1;
-        }
-    }
-    n
-}
-
-/// A connection attempt failed: requests fail from now on (also those
-/// waiting for a reconnect), then the disk and the rings go.
-fn abandon(conn: &mut Conn) {
-    for h in conn.rings.iter() {
-        h.ring().with_state(|st| st.mark_dead());
-    }
-    if let Some(disk) = conn.disk.take() {
-        disk.resubmit();
-        disk.remove();
-    }
-    free_rings(conn);
-    conn.phase = Phase::Disconnected;
-}
-
-/// Tears the rings down: interrupts first, then grants, then the shared
-/// pages (dropped with the last reference to each ring).
-fn free_rings(conn: &mut Conn) {
-    for h in conn.rings.drain_all() {
-        h.shutdown();
-    }
 }
 
 impl Info {

@@ -39,6 +39,7 @@ mod xen;
 )]
 mod blkmq;
 
+mod conn;
 mod datapath;
 mod disk;
 mod front;
@@ -103,7 +104,7 @@ struct XenBlkfront {
     #[pin]
     reg: xen::xenbus::Registration<front::Blkfront>,
     /// `202 xvd` in /proc/devices, as upstream registers it.
-    _major: Option<blkmq::BlockMajor>,
+    _major: Option<blkmq::major::BlockMajor>,
 }
 
 impl kernel::InPlaceModule for XenBlkfront {
@@ -122,7 +123,7 @@ impl kernel::InPlaceModule for XenBlkfront {
                 return Err(ENODEV);
             }
             // Before the xenbus driver: probing starts at its registration.
-            let major = match blkmq::BlockMajor::register(disk::XENVBD_MAJOR, c"xvd") {
+            let major = match blkmq::major::BlockMajor::register(disk::XENVBD_MAJOR, c"xvd") {
                 Ok(m) => {
                     disk::HAVE_XENVBD_MAJOR.store(true, Ordering::Release);
                     Some(m)

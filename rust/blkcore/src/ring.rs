@@ -24,6 +24,9 @@ use super::blkif::{
     SRING_RSP_PROD, XEN_PAGE_SIZE,
 };
 
+mod inflight;
+mod slice;
+
 /// A free-running ring index (`RING_IDX`).
 pub type RingIdx = u32;
 
@@ -322,112 +325,6 @@ pub struct SliceRing<'a> {
     bytes: &'a mut [u8],
 }
 
-impl<'a> SliceRing<'a> {
-    /// Wraps `bytes` (at least `pages * 4096` long for the ring used).
-    pub fn new(bytes: &'a mut [u8]) -> Self {
-        Self { bytes }
-    }
-
-    /// The backend's side: the request in ring slot `slot`.
-    pub fn read_request(&self, slot: u32) -> RingEntryBytes {
-        let mut e = [0u8; BLKIF_RING_ENTRY_SIZE];
-        if let Some(off) = sring_entry_offset(slot) {
-            if let Some(s) = off
-                .checked_add(BLKIF_RING_ENTRY_SIZE)
-                .and_then(|end| self.bytes.get(off..end))
-            {
-                e.copy_from_slice(s);
-            }
-        }
-        e
-    }
-
-    /// The backend's side: puts `rsp` into ring slot `slot` (publish it
-    /// with [`SharedRing::store_rsp_prod`]).
-    pub fn write_response(&mut self, slot: u32, rsp: &BlkifResponse) {
-        if let Some(off) = sring_entry_offset(slot) {
-            if let Some(d) = off
-                .checked_add(BLKIF_RESPONSE_SIZE)
-                .and_then(|end| self.bytes.get_mut(off..end))
-            {
-                d.copy_from_slice(&rsp.encode());
-            }
-        }
-    }
-
-    fn load(&self, off: usize) -> u32 {
-        let mut a = [0u8; 4];
-        if let Some(s) = off.checked_add(4).and_then(|end| self.bytes.get(off..end)) {
-            a.copy_from_slice(s);
-        }
-        u32::from_le_bytes(a)
-    }
-
-    fn store(&mut self, off: usize, v: u32) {
-        if let Some(d) = off
-            .checked_add(4)
-            .and_then(|end| self.bytes.get_mut(off..end))
-        {
-            d.copy_from_slice(&v.to_le_bytes());
-        }
-    }
-}
-
-impl SharedRing for SliceRing<'_> {
-    fn load_req_prod(&self) -> RingIdx {
-        self.load(SRING_REQ_PROD)
-    }
-    fn store_req_prod(&mut self, v: RingIdx) {
-        self.store(SRING_REQ_PROD, v)
-    }
-    fn load_req_event(&self) -> RingIdx {
-        self.load(SRING_REQ_EVENT)
-    }
-    fn load_rsp_prod(&self) -> RingIdx {
-        self.load(SRING_RSP_PROD)
-    }
-    fn store_rsp_event(&mut self, v: RingIdx) {
-        self.store(SRING_RSP_EVENT, v)
-    }
-    fn store_req_event(&mut self, v: RingIdx) {
-        self.store(SRING_REQ_EVENT, v)
-    }
-    fn store_rsp_prod(&mut self, v: RingIdx) {
-        self.store(SRING_RSP_PROD, v)
-    }
-    fn write_entry(&mut self, slot: u32, entry: &RingEntryBytes) {
-        if let Some(off) = sring_entry_offset(slot) {
-            if let Some(d) = off
-                .checked_add(BLKIF_RING_ENTRY_SIZE)
-                .and_then(|end| self.bytes.get_mut(off..end))
-            {
-                d.copy_from_slice(entry);
-            }
-        }
-    }
-    fn read_response(&self, slot: u32) -> [u8; BLKIF_RESPONSE_SIZE] {
-        let mut a = [0u8; BLKIF_RESPONSE_SIZE];
-        if let Some(off) = sring_entry_offset(slot) {
-            if let Some(s) = off
-                .checked_add(BLKIF_RESPONSE_SIZE)
-                .and_then(|end| self.bytes.get(off..end))
-            {
-                a.copy_from_slice(s);
-            }
-        }
-        a
-    }
-    fn wmb(&mut self) {
-        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
-    }
-    fn rmb(&mut self) {
-        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
-    }
-    fn mb(&mut self) {
-        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
-    }
-}
-
 /// Outcome of a response, from its status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RspStatus {
@@ -547,106 +444,6 @@ pub struct InFlight<const N: usize> {
     size: u32,
     free_head: u32,
     waiting: u32,
-}
-
-impl<const N: usize> InFlight<N> {
-    /// A table handing out ids `0..size`; `size` is clamped to `N`.
-    pub fn new(size: u32) -> Self {
-        let size = size.min(u32::try_from(N).unwrap_or(u32::MAX));
-        let mut slots = [Slot::Free { next: NO_SLOT }; N];
-        let mut i = 0u32;
-        for s in slots.iter_mut() {
-            let next = if i.saturating_add(1) < size {
-                i + 1
-            } else {
-                NO_SLOT
-            };
-            *s = Slot::Free { next };
-            i = i.saturating_add(1);
-        }
-        Self {
-            slots,
-            size,
-            free_head: if size > 0 { 0 } else { NO_SLOT },
-            waiting: 0,
-        }
-    }
-
-    /// Ids in flight.
-    pub fn waiting(&self) -> u32 {
-        self.waiting
-    }
-
-    /// Ids the table can hand out at once.
-    pub fn size(&self) -> u32 {
-        self.size
-    }
-
-    /// Takes a free id for a request of operation `op` (the real operation,
-    /// `indirect_op` for indirect ones). `None` if all ids are in flight.
-    pub fn alloc(&mut self, op: u8, indirect: bool) -> Option<u32> {
-        let id = self.free_head;
-        let slot = self.slots.get_mut(id as usize)?;
-        let Slot::Free { next } = *slot else {
-            return None;
-        };
-        *slot = Slot::Waiting { op, indirect };
-        self.free_head = next;
-        self.waiting = self.waiting.saturating_add(1);
-        Some(id)
-    }
-
-    /// Whether `id` is in flight.
-    pub fn is_waiting(&self, id: u32) -> bool {
-        id < self.size && matches!(self.slots.get(id as usize), Some(Slot::Waiting { .. }))
-    }
-
-    fn release(&mut self, id: u32) {
-        if let Some(slot) = self.slots.get_mut(id as usize) {
-            *slot = Slot::Free {
-                next: self.free_head,
-            };
-            self.free_head = id;
-            self.waiting = self.waiting.saturating_sub(1);
-        }
-    }
-
-    /// Returns an id that was allocated but never sent.
-    pub fn cancel(&mut self, id: u32) -> bool {
-        if self.is_waiting(id) {
-            self.release(id);
-            true
-        } else {
-            false
-        }
-    }
-
-    /// Validates a response against the requests in flight (id in range,
-    /// in flight, same operation) and frees its id. Nothing changes on
-    /// error.
-    pub fn complete(&mut self, rsp: &BlkifResponse) -> Result<Completion, ResponseError> {
-        let id = u32::try_from(rsp.id)
-            .ok()
-            .filter(|&id| id < self.size)
-            .ok_or(ResponseError::BadId(rsp.id))?;
-        let Some(&Slot::Waiting { op, indirect }) = self.slots.get(id as usize) else {
-            return Err(ResponseError::NotInFlight(id));
-        };
-        if rsp.operation != op {
-            return Err(ResponseError::WrongOperation {
-                id,
-                expected: op,
-                got: rsp.operation,
-            });
-        }
-        self.release(id);
-        Ok(Completion {
-            id,
-            operation: op,
-            indirect,
-            status: RspStatus::from_wire(rsp.status),
-        })
-    }
 }
 
 /// Fuzz entry for everything a backend can put on the ring: arbitrary

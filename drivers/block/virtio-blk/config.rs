@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Feature bits, the device config as read, and the queue limits it gives.
+
+use super::*;
+
+/// Feature bits we offer (upstream virtio_blk's minus secure erase and zoned).
+pub(crate) const FEATURES: [u32; 11] = [
+    vcfg::VIRTIO_BLK_F_SEG_MAX,
+    vcfg::VIRTIO_BLK_F_SIZE_MAX,
+    vcfg::VIRTIO_BLK_F_GEOMETRY,
+    vcfg::VIRTIO_BLK_F_RO,
+    vcfg::VIRTIO_BLK_F_BLK_SIZE,
+    vcfg::VIRTIO_BLK_F_FLUSH,
+    vcfg::VIRTIO_BLK_F_TOPOLOGY,
+    vcfg::VIRTIO_BLK_F_CONFIG_WCE,
+    vcfg::VIRTIO_BLK_F_MQ,
+    vcfg::VIRTIO_BLK_F_DISCARD,
+    vcfg::VIRTIO_BLK_F_WRITE_ZEROES,
+];
+
+/// Scatterlist entries preallocated per request (each request carries its
+/// own table in the blk-mq PDU): `seg_max` is capped to this. QEMU's
+/// default `seg_max` is 254.
+pub(crate) const MAX_SG_PER_REQUEST: u32 = 256;
+
+/// Names of the request virtqueues; also the cap on their number.
+pub(crate) const VQ_NAMES: [&CStr; 16] = [
+    c_str!("req.0"),
+    c_str!("req.1"),
+    c_str!("req.2"),
+    c_str!("req.3"),
+    c_str!("req.4"),
+    c_str!("req.5"),
+    c_str!("req.6"),
+    c_str!("req.7"),
+    c_str!("req.8"),
+    c_str!("req.9"),
+    c_str!("req.10"),
+    c_str!("req.11"),
+    c_str!("req.12"),
+    c_str!("req.13"),
+    c_str!("req.14"),
+    c_str!("req.15"),
+];
+
+/// Config fields read per feature: (feature bit or `None` = always, offset,
+/// width in bytes). Only fields of negotiated features are read: the
+/// transport `BUG()`s on reads past the device's config space.
+pub(crate) const CONFIG_FIELDS: [(Option<u32>, usize, usize); 19] = [
+    (None, offset::CAPACITY, 8),
+    (Some(vcfg::VIRTIO_BLK_F_SIZE_MAX), offset::SIZE_MAX, 4),
+    (Some(vcfg::VIRTIO_BLK_F_SEG_MAX), offset::SEG_MAX, 4),
+    (
+        Some(vcfg::VIRTIO_BLK_F_GEOMETRY),
+        offset::GEOMETRY_CYLINDERS,
+        2,
+    ),
+    (Some(vcfg::VIRTIO_BLK_F_GEOMETRY), offset::GEOMETRY_HEADS, 1),
+    (
+        Some(vcfg::VIRTIO_BLK_F_GEOMETRY),
+        offset::GEOMETRY_SECTORS,
+        1,
+    ),
+    (Some(vcfg::VIRTIO_BLK_F_BLK_SIZE), offset::BLK_SIZE, 4),
+    (
+        Some(vcfg::VIRTIO_BLK_F_TOPOLOGY),
+        offset::PHYSICAL_BLOCK_EXP,
+        1,
+    ),
+    (
+        Some(vcfg::VIRTIO_BLK_F_TOPOLOGY),
+        offset::ALIGNMENT_OFFSET,
+        1,
+    ),
+    (Some(vcfg::VIRTIO_BLK_F_TOPOLOGY), offset::MIN_IO_SIZE, 2),
+    (Some(vcfg::VIRTIO_BLK_F_TOPOLOGY), offset::OPT_IO_SIZE, 4),
+    (Some(vcfg::VIRTIO_BLK_F_CONFIG_WCE), offset::WCE, 1),
+    (Some(vcfg::VIRTIO_BLK_F_MQ), offset::NUM_QUEUES, 2),
+    (
+        Some(vcfg::VIRTIO_BLK_F_DISCARD),
+        offset::MAX_DISCARD_SECTORS,
+        4,
+    ),
+    (Some(vcfg::VIRTIO_BLK_F_DISCARD), offset::MAX_DISCARD_SEG, 4),
+    (
+        Some(vcfg::VIRTIO_BLK_F_DISCARD),
+        offset::DISCARD_SECTOR_ALIGNMENT,
+        4,
+    ),
+    (
+        Some(vcfg::VIRTIO_BLK_F_WRITE_ZEROES),
+        offset::MAX_WRITE_ZEROES_SECTORS,
+        4,
+    ),
+    (
+        Some(vcfg::VIRTIO_BLK_F_WRITE_ZEROES),
+        offset::MAX_WRITE_ZEROES_SEG,
+        4,
+    ),
+    (
+        Some(vcfg::VIRTIO_BLK_F_WRITE_ZEROES),
+        offset::WRITE_ZEROES_MAY_UNMAP,
+        1,
+    ),
+];
+
+/// Negotiated feature mask (bits of [`FEATURES`]).
+pub(crate) fn negotiated(dev: &virtio::Device) -> u64 {
+    FEATURES
+        .iter()
+        .filter(|&&b| dev.has_feature(b))
+        .fold(0, |m, &b| m | vcfg::feature_mask(b))
+}
+
+/// Snapshot the config space as the little-endian bytes blkcore parses.
+pub(crate) fn read_config(dev: &virtio::Device, features: u64) -> [u8; offset::SIZE] {
+    let mut buf = [0u8; offset::SIZE];
+    for &(bit, off, width) in CONFIG_FIELDS.iter() {
+        if bit.is_some_and(|b| !vcfg::has_feature(features, b)) {
+            continue;
+        }
+        let Some(dst) = buf.get_mut(off..off + width) else {
+            continue;
+        };
+        match width {
+            1 => dst.copy_from_slice(&[dev.cread_u8(off)]),
+            2 => dst.copy_from_slice(&dev.cread_u16(off).to_le_bytes()),
+            4 => dst.copy_from_slice(&dev.cread_u32(off).to_le_bytes()),
+            _ => dst.copy_from_slice(&dev.cread_u64(off).to_le_bytes()),
+        }
+    }
+    buf
+}
+
+/// Config bytes -> validated config -> queue limits, with this driver's
+/// policies: the `rotational` parameter, per-request scatterlist cap, one
+/// range per discard / write-zeroes request.
+pub(crate) fn config_to_limits(
+    bytes: &[u8],
+    features: u64,
+    max_dma_size: usize,
+    rotational: i32,
+) -> Result<(VirtioBlkConfig, QueueLimits), ConfigError> {
+    let cfg = VirtioBlkConfig::parse(bytes, features)?;
+    let mut lim = virtio_limits(&cfg, max_dma_size)?;
+    lim.rotational = match rotational {
+        0 => Some(false),
+        1 => Some(true),
+        _ => lim.rotational,
+    };
+    lim.max_segments = lim.max_segments.min(MAX_SG_PER_REQUEST);
+    lim.max_discard_segments = 1;
+    Ok((cfg, lim))
+}

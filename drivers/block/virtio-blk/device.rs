@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The virtio driver: probe, config changes, removal.
+
+use super::*;
+
+/// One virtio-blk device.
+#[pin_data]
+pub(crate) struct VirtioBlk {
+    queues: Arc<Queues>,
+    #[pin]
+    disk: Mutex<Option<GenDisk<BlkOps>>>,
+    disk_name: CString,
+    cfg: VirtioBlkConfig,
+    limits: QueueLimits,
+    /// Capacity in force (512-byte sectors): `cfg.capacity`, then the last
+    /// valid one a config change brought.
+    capacity: AtomicU64,
+    _index: DiskIndex,
+}
+
+impl VirtioBlk {
+    /// The upstream-style capacity line.
+    fn report_capacity(&self, dev: &virtio::Device, sectors: u64, resize: bool) {
+        let lbs = u64::from(self.limits.logical_block_size);
+        let nblocks = sectors.div_ceil((lbs / 512).max(1));
+        let bytes = nblocks.saturating_mul(lbs);
+        dev_notice!(
+            dev,
+            "[{}] {}{} {}-byte logical blocks ({}/{})\n",
+            self.disk_name.to_str().unwrap_or("?"),
+            if resize { "new size: " } else { "" },
+            nblocks,
+            lbs,
+            HumanSize {
+                bytes,
+                binary: false
+            },
+            HumanSize {
+                bytes,
+                binary: true
+            },
+        );
+    }
+
+    /// Ask the device for its serial (`VIRTIO_BLK_T_GET_ID`) and wait at
+    /// most `get_id_timeout_ms` for it. `None`: no serial (unsupported, not
+    /// answered in time, ...), said in one dmesg line.
+    ///
+    /// Why this way: the serial must be known before `add_disk`, which
+    /// creates `/sys/block/vdX/serial` and sends the uevent that udev's
+    /// by-id links read it from. Upstream instead asks lazily in
+    /// `serial_show`, with `blk_execute_rq`, which waits forever for a
+    /// device that never answers (and so would our probe). Here the request
+    /// bypasses blk-mq ([`IdRequest`]): probe waits with a deadline and
+    /// then carries on without a serial; the buffer is shared with the
+    /// virtqueue, which drops it when a late answer comes, or after the
+    /// reset at remove if none ever does (`reset_done`). Nothing in the
+    /// block layer waits for it, so removal cannot hang on it either.
+    fn read_serial(&self, dev: &virtio::Device) -> Option<[u8; vblk::VIRTIO_BLK_ID_BYTES]> {
+        let name = self.disk_name.to_str().unwrap_or("?");
+        let timeout_ms = module_parameters::get_id_timeout_ms.value();
+        let slot = self.queues.vqs.first()?;
+        let result = IdRequest::new(self.queues.le).and_then(|req| {
+            if timeout_ms == 0 {
+                // Test hook: any answer is late (or never comes).
+                req.abandon();
+            }
+            let mut vq = slot.vq.lock();
+            let sent = vq.submit_get_id(&req);
+            let kick = if sent.is_ok() && timeout_ms > 0 {
+                vq.kick_prepare()
+            } else {
+                None
+            };
+            drop(vq);
+            if let Some(k) = kick {
+                k.notify();
+                slot.notifies.fetch_add(1, Ordering::Relaxed);
+            }
+            sent?;
+            req.wait(timeout_ms)
+        });
+        match result {
+            Ok(serial) => Some(serial),
+            Err(e) if e == ETIMEDOUT => {
+                dev_warn!(
+                    dev,
+                    "[{}] no serial: GET_ID not answered within {} ms\n",
+                    name,
+                    timeout_ms
+                );
+                None
+            }
+            Err(e) => {
+                dev_info!(dev, "[{}] no serial (GET_ID: {:?})\n", name, e);
+                None
+            }
+        }
+    }
+}
+
+impl virtio::Driver for VirtioBlk {
+    const NAME: &'static CStr = c_str!("virtio_blk_rs");
+    const DEVICE_ID: u32 = 2;
+    const FEATURES: &'static [u32] = &FEATURES;
+
+    fn probe(dev: &virtio::Device) -> Result<Pin<KBox<Self>>> {
+        let features = negotiated(dev);
+        let bytes = read_config(dev, features);
+        let (cfg, limits) = config_to_limits(
+            &bytes,
+            features,
+            dev.max_dma_size(),
+            module_parameters::rotational.value(),
+        )
+        .map_err(|e| {
+            dev_err!(dev, "{}\n", Shown(e));
+            EINVAL
+        })?;
+
+        let mut nq = u32::from(cfg.num_queues);
+        let limit = module_parameters::num_request_queues.value();
+        if limit != 0 {
+            nq = nq.min(limit);
+        }
+        nq = nq
+            .min(kernel::cpu::nr_cpu_ids())
+            .min(VQ_NAMES.len() as u32)
+            .max(1);
+        let found = dev.find_vqs::<Self>(&VQ_NAMES[..nq as usize])?;
+
+        let mut depth = module_parameters::queue_depth.value();
+        if depth == 0 {
+            depth = found.first().map_or(1, |vq| vq.num_free());
+            if !dev.has_feature(virtio::VIRTIO_RING_F_INDIRECT_DESC) {
+                depth /= 2;
+            }
+        }
+        let depth = depth.max(1);
+
+        let mut vqs = KVec::with_capacity(found.len(), GFP_KERNEL)?;
+        for vq in found {
+            vqs.push(
+                KBox::pin_init(
+                    pin_init!(VqSlot {
+                        vq <- new_spinlock_irq!(BlkVq::new(vq), "virtio_blk_rs:vq"),
+                        requests: AtomicU64::new(0),
+                        notifies: AtomicU64::new(0),
+                        ring_full: AtomicU64::new(0),
+                    }),
+                    GFP_KERNEL,
+                )?,
+                GFP_KERNEL,
+            )?;
+        }
+        let queues = Arc::new(
+            Queues {
+                le: dev.is_little_endian(),
+                vqs,
+            },
+            GFP_KERNEL,
+        )?;
+        dev_info!(dev, "{} request queues, depth {}\n", nq, depth);
+
+        let tagset = Arc::pin_init(
+            virtio::blk_tag_set::<BlkOps>(dev, nq, depth, limits.max_segments, queues.clone()),
+            GFP_KERNEL,
+        )?;
+        let index = DiskIndex::alloc()?;
+        let mut letters = [0u8; 8];
+        let name = disk_letters(index.0, &mut letters);
+        let disk_name = CString::try_from_fmt(fmt!("vd{}", name))?;
+        let disk = GenDisk::new(tagset, &limits, fmt!("vd{}", name), cfg.capacity)?;
+        if let Some(g) = cfg.geometry {
+            disk.set_geometry(g.cylinders, g.heads, g.sectors);
+        }
+
+        KBox::pin_init(
+            try_pin_init!(VirtioBlk {
+                queues,
+                disk <- new_mutex!(Some(disk), "virtio_blk_rs:disk"),
+                disk_name,
+                capacity: AtomicU64::new(cfg.capacity),
+                cfg,
+                limits,
+                _index: index,
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    fn start(self: Pin<&Self>, dev: &virtio::Device) -> Result {
+        dev.ready();
+        let serial = self.read_serial(dev);
+        let mut guard = self.disk.lock();
+        let Some(disk) = &mut *guard else {
+            return Err(ENODEV);
+        };
+        if let Some(id) = &serial {
+            let s = &id[..id.iter().position(|&b| b == 0).unwrap_or(id.len())];
+            if !s.is_empty() {
+                disk.set_serial(s);
+                dev_info!(
+                    dev,
+                    "[{}] serial {}\n",
+                    self.disk_name.to_str().unwrap_or("?"),
+                    core::str::from_utf8(s).unwrap_or("(not UTF-8)")
+                );
+            }
+        }
+        self.report_capacity(dev, self.cfg.capacity, false);
+        disk.add(dev.as_dev())?;
+        let a = disk.applied_limits();
+        dev_info!(
+            dev,
+            "[{}] lbs {} pbs {} align {} io_min {} io_opt {} max_segs {} max_seg_size {} discard {} wzeroes {} rotational {} wc {}\n",
+            self.disk_name.to_str().unwrap_or("?"),
+            a.logical_block_size,
+            a.physical_block_size,
+            a.alignment_offset,
+            a.io_min,
+            a.io_opt,
+            a.max_segments,
+            a.max_segment_size,
+            a.max_discard_sectors,
+            a.max_write_zeroes_sectors,
+            a.rotational.unwrap_or(false),
+            a.write_cache
+        );
+        Ok(())
+    }
+
+    fn vq_interrupt(self: Pin<&Self>, index: u32) {
+        let Some(slot) = self.queues.vqs.get(index as usize) else {
+            return;
+        };
+        let mut vq = slot.vq.lock();
+        loop {
+            vq.disable_cb();
+            while let Some(rq) = vq.complete_one() {
+                rq.complete();
+            }
+            if vq.enable_cb() {
+                break;
+            }
+        }
+    }
+
+    fn config_changed(self: Pin<&Self>, dev: &virtio::Device) {
+        let raw = dev.cread_u64(offset::CAPACITY);
+        let guard = self.disk.lock();
+        let Some(disk) = guard.as_ref() else {
+            return;
+        };
+        // The same check as at probe (`VirtioBlkConfig::parse`).
+        match vcfg::check_capacity(raw) {
+            Ok(sectors) => {
+                self.report_capacity(dev, sectors, true);
+                self.capacity.store(sectors, Ordering::Relaxed);
+                disk.set_capacity_and_notify(sectors);
+            }
+            Err(e) => dev_err!(
+                dev,
+                "[{}] {}; keeping {} sectors\n",
+                self.disk_name.to_str().unwrap_or("?"),
+                Shown(e),
+                self.capacity.load(Ordering::Relaxed)
+            ),
+        }
+    }
+
+    fn remove(self: Pin<&Self>, dev: &virtio::Device) {
+        let disk = self.disk.lock().take();
+        // del_gendisk drains in-flight I/O; the tag set goes with the disk.
+        drop(disk);
+        let (requests, notifies, ring_full) = self.queues.totals();
+        let late_id = self
+            .queues
+            .vqs
+            .iter()
+            .fold(0u32, |n, s| n.saturating_add(s.vq.lock().late_id_answers()));
+        dev_info!(
+            dev,
+            "[{}] removed: {} requests, {} notifications on {} queues, {} ring-full retries, {} late GET_ID answers\n",
+            self.disk_name.to_str().unwrap_or("?"),
+            requests,
+            notifies,
+            self.queues.vqs.len(),
+            ring_full,
+            late_id
+        );
+    }
+
+    fn reset_done(self: Pin<&Self>, dev: &virtio::Device, reset: &virtio::Reset) {
+        for slot in self.queues.vqs.iter() {
+            if slot.vq.lock().reclaim(reset) {
+                dev_info!(
+                    dev,
+                    "[{}] GET_ID never answered: its buffer freed after the reset\n",
+                    self.disk_name.to_str().unwrap_or("?")
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! blk-mq operations over the virtqueues.
+
+use super::*;
+
+/// One request virtqueue and its counters.
+#[pin_data]
+pub(crate) struct VqSlot {
+    #[pin]
+    pub(crate) vq: SpinLockIrq<BlkVq<BlkOps>>,
+    /// Requests added.
+    pub(crate) requests: AtomicU64,
+    /// Device notifications sent.
+    pub(crate) notifies: AtomicU64,
+    /// Requests sent back to blk-mq because the ring was full.
+    pub(crate) ring_full: AtomicU64,
+}
+
+/// State shared with blk-mq callbacks and interrupts.
+pub(crate) struct Queues {
+    /// Device byte order for request headers.
+    pub(crate) le: bool,
+    pub(crate) vqs: KVec<Pin<KBox<VqSlot>>>,
+}
+
+impl Queues {
+    /// (requests, notifications, ring-full retries) over all queues.
+    pub(crate) fn totals(&self) -> (u64, u64, u64) {
+        self.vqs.iter().fold((0, 0, 0), |(r, n, f), s| {
+            (
+                r + s.requests.load(Ordering::Relaxed),
+                n + s.notifies.load(Ordering::Relaxed),
+                f + s.ring_full.load(Ordering::Relaxed),
+            )
+        })
+    }
+}
+
+/// blk-mq operations of a virtio-blk disk.
+pub(crate) struct BlkOps;
+
+impl blkmq::Operations for BlkOps {
+    type QueueData = Arc<Queues>;
+    type RequestData = BlkReq;
+
+    fn queue_rq_or_reject(
+        qd: ArcBorrow<'_, Queues>,
+        hctx: HwQueue,
+        mut rq: Request<Self>,
+        last: bool,
+    ) -> core::result::Result<(), Rejected<Self>> {
+        let cmd = match rq.op() {
+            ReqOp::Read => Command::Read,
+            ReqOp::Write => Command::Write,
+            ReqOp::Flush => Command::Flush,
+            ReqOp::Discard => Command::Discard,
+            ReqOp::WriteZeroes => Command::WriteZeroes {
+                unmap: !rq.no_unmap(),
+            },
+            _ => return Err(rq.reject(Status::NOTSUPP)),
+        };
+        let Some(slot) = qd.vqs.get(hctx.index() as usize) else {
+            return Err(rq.reject(Status::IOERR));
+        };
+        if let Err(status) = vblk::prepare(&mut rq, cmd, qd.le) {
+            return Err(rq.reject(status));
+        }
+
+        let mut vq = slot.vq.lock();
+        if let Err((rq, e)) = vq.submit(rq) {
+            // Ring full: let the device see what is queued, retry when a
+            // request completes.
+            let kick = vq.kick_prepare();
+            drop(vq);
+            if let Some(k) = kick {
+                k.notify();
+                slot.notifies.fetch_add(1, Ordering::Relaxed);
+            }
+            return Err(rq.reject(if e == ENOSPC {
+                slot.ring_full.fetch_add(1, Ordering::Relaxed);
+                Status::DEV_RESOURCE
+            } else if e == ENOMEM {
+                Status::RESOURCE
+            } else {
+                Status::IOERR
+            }));
+        }
+        let kick = if last { vq.kick_prepare() } else { None };
+        drop(vq);
+        slot.requests.fetch_add(1, Ordering::Relaxed);
+        if let Some(k) = kick {
+            k.notify();
+            slot.notifies.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn commit_rqs(qd: ArcBorrow<'_, Queues>, hctx: HwQueue) {
+        let Some(slot) = qd.vqs.get(hctx.index() as usize) else {
+            return;
+        };
+        let kick = slot.vq.lock().kick_prepare();
+        if let Some(k) = kick {
+            k.notify();
+            slot.notifies.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn complete(_qd: QueueDataRef<'_, Self>, rq: Request<Self>) {
+        let status = rq.data().status();
+        rq.end(status);
+    }
+}

@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The state of one connection to a backend ([`Conn`]: rings, disk,
+//! negotiated values) and the three ways it ends: the backend goes away
+//! while the disk stays ([`release_backend`]), a connection attempt fails
+//! ([`abandon`]), or the rings are torn down ([`free_rings`]).
+
+use kernel::prelude::*;
+
+use crate::blkcore::{
+    limits::QueueLimits,
+    negotiate::Negotiated, //
+};
+use crate::disk::BlkOps;
+use crate::ring::RingHandle;
+
+/// Where the device is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Nothing set up (probe done, or torn down after an error).
+    Disconnected,
+    /// Rings allocated and published; waiting for the backend to connect.
+    Initialised,
+    /// Disk live.
+    Connected,
+}
+
+/// Mutable per-device state, under `Info::conn`.
+pub(crate) struct Conn {
+    pub(crate) phase: Phase,
+    pub(crate) rings: KVec<RingHandle<BlkOps>>,
+    pub(crate) ring_pages: u32,
+    pub(crate) negotiated: Option<Negotiated>,
+    pub(crate) limits: Option<QueueLimits>,
+    pub(crate) disk: Option<crate::disk::Disk>,
+}
+
+/// Lets go of the current backend before talking to a (new) one. Without a
+/// disk the rings go. With one they stay (their number is the disk's
+/// hardware queues): each takes its data path down and the requests that
+/// were in flight go on the disk's requeue list, dispatched again when the
+/// next backend connects ([`crate::disk::Disk::resubmit`]). Returns how
+/// many were requeued.
+pub(crate) fn release_backend(conn: &mut Conn) -> usize {
+    conn.phase = Phase::Disconnected;
+    if conn.disk.is_none() {
+        free_rings(conn);
+        return 0;
+    }
+    let mut n = 0;
+    for h in conn.rings.iter_mut() {
+        for rq in h.suspend() {
+            rq.requeue();
+            n += 1;
+        }
+    }
+    n
+}
+
+/// A connection attempt failed: requests fail from now on (also those
+/// waiting for a reconnect), then the disk and the rings go.
+pub(crate) fn abandon(conn: &mut Conn) {
+    for h in conn.rings.iter() {
+        h.ring().with_state(|st| st.mark_dead());
+    }
+    if let Some(disk) = conn.disk.take() {
+        disk.resubmit();
+        disk.remove();
+    }
+    free_rings(conn);
+    conn.phase = Phase::Disconnected;
+}
+
+/// Tears the rings down: interrupts first, then grants, then the shared
+/// pages (dropped with the last reference to each ring).
+pub(crate) fn free_rings(conn: &mut Conn) {
+    for h in conn.rings.drain_all() {
+        h.shutdown();
+    }
+}

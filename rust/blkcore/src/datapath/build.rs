@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Building the data path when the backend connects: its sizes
+//! ([`Geometry`]) and every buffer, allocated once.
+
+use super::*;
+
+impl Geometry {
+    /// Sizes for negotiation `n` on a ring of `ring_size` slots, `wire_max`
+    /// segments per request on the wire.
+    pub fn new(n: &Negotiated, ring_size: u32, wire_max: u32) -> Self {
+        let ring_size = ring_size.min(BLKIF_MAX_RING_SIZE);
+        let wire_max = wire_max.max(n.segments_per_request);
+        let indirect = n.indirect_segments != 0;
+        let ind_pages = if indirect {
+            indirect_pages(wire_max)
+        } else {
+            0
+        };
+        // The pool is sized for the block layer's limit, like upstream; a
+        // request that needs more frames (segments straddling pages) may
+        // find it exhausted and is retried (Busy), never failed.
+        let per_req = n.segments_per_request
+            + if indirect {
+                indirect_pages(n.segments_per_request)
+            } else {
+                0
+            };
+        Self {
+            ring_size,
+            wire_max,
+            indirect_pages: ind_pages,
+            pool_entries: per_req.saturating_mul(ring_size),
+        }
+    }
+
+    /// Frames the caller provides to [`DataPath::new`]: with `copy_data`,
+    /// one bounce frame per pool entry; without, one placeholder frame
+    /// plus every slot's own indirect pages.
+    pub fn frames(&self, copy_data: bool) -> usize {
+        if copy_data {
+            self.pool_entries.max(1) as usize
+        } else {
+            1 + (self.ring_size * self.indirect_pages) as usize
+        }
+    }
+}
+
+impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
+    /// The data path for negotiation `n` with sizes `geo`, device handle
+    /// `handle`; `frames` are the caller's ([`Geometry::frames`] of them),
+    /// kept alive by the caller as long as the data path; `now_ms` starts
+    /// the purge clock.
+    pub fn new(
+        n: &Negotiated,
+        geo: Geometry,
+        handle: u16,
+        frames: &[F],
+        now_ms: u64,
+    ) -> Result<Self, OutOfMemory> {
+        if frames.len() != geo.frames(n.copy_data) {
+            return Err(OutOfMemory);
+        }
+        let placeholder = *frames.first().ok_or(OutOfMemory)?;
+        let mut i = 0usize;
+        let entries = S::buf(geo.pool_entries as usize, || {
+            let f = if n.copy_data {
+                frames.get(i).copied().unwrap_or(placeholder)
+            } else {
+                placeholder
+            };
+            i += 1;
+            PoolEntry::new(f)
+        })?;
+        let pool =
+            GrantPool::new(entries, GrantMode::from_negotiated(n)).map_err(|_| OutOfMemory)?;
+        let mut j = 0usize;
+        let frames = S::buf(frames.len(), || {
+            let f = frames.get(j).copied().unwrap_or(placeholder);
+            j += 1;
+            f
+        })?;
+        let size = geo.ring_size as usize;
+        let wire = geo.wire_max as usize;
+        let ind = geo.indirect_pages as usize;
+        let unset = MappedSegment {
+            page: placeholder,
+            frame_offset: 0,
+            first_sect: 0,
+            last_sect: 0,
+        };
+        let unset_copy = CopySeg {
+            data: placeholder,
+            bounce: placeholder,
+            off: 0,
+            len: 0,
+        };
+        Ok(Self {
+            n: *n,
+            geo,
+            handle,
+            pool,
+            frames,
+            inflight: S::buf(1, || InFlight::new(geo.ring_size))?,
+            slots: S::buf(size, || Slot {
+                rq: None,
+                nr_segments: 0,
+                grants: 0,
+                indirect: 0,
+                copies: 0,
+            })?,
+            grants: S::buf(size * wire, || GrantHandle(0))?,
+            indirect: S::buf(size * ind, || GrantHandle(0))?,
+            copies: S::buf(if n.copy_data { size * wire } else { 0 }, || unset_copy)?,
+            mapped: S::buf(wire, || unset)?,
+            segs: S::buf(wire, BlkifRequestSegment::default)?,
+            indirect_grefs: S::buf(ind, || 0)?,
+            page_buf: S::buf(XEN_PAGE_SIZE as usize, || 0)?,
+            last_purge_ms: now_ms,
+            purge_countdown: PURGE_CHECK_EVERY,
+            withdrawn: Withdrawn::default(),
+            stats: RingStats::default(),
+        })
+    }
+}

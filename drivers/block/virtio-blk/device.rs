@@ -3,6 +3,10 @@
 //! The virtio driver: probe, config changes, removal.
 
 use super::*;
+use crate::blkcore::naming::{
+    self,
+    HumanSize, //
+};
 
 /// One virtio-blk device.
 #[pin_data]
@@ -32,14 +36,14 @@ impl VirtioBlk {
             if resize { "new size: " } else { "" },
             nblocks,
             lbs,
-            HumanSize {
+            Shown(HumanSize {
                 bytes,
                 binary: false
-            },
-            HumanSize {
+            }),
+            Shown(HumanSize {
                 bytes,
                 binary: true
-            },
+            }),
         );
     }
 
@@ -168,10 +172,9 @@ impl virtio::Driver for VirtioBlk {
             GFP_KERNEL,
         )?;
         let index = DiskIndex::alloc()?;
-        let mut letters = [0u8; 8];
-        let name = disk_letters(index.0, &mut letters);
-        let disk_name = CString::try_from_fmt(fmt!("vd{}", name))?;
-        let disk = GenDisk::new(tagset, &limits, fmt!("vd{}", name), cfg.capacity)?;
+        let name = naming::disk_name("vd", index.0, 0).ok_or(EINVAL)?;
+        let disk_name = CString::try_from_fmt(fmt!("{}", name.as_str()))?;
+        let disk = GenDisk::new(tagset, &limits, fmt!("{}", name.as_str()), cfg.capacity)?;
         if let Some(g) = cfg.geometry {
             disk.set_geometry(g.cylinders, g.heads, g.sectors);
         }

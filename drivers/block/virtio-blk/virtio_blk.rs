@@ -319,15 +319,4 @@ mod tests {
         let b = cfg_bytes();
         assert_eq!(rejected(&b, feat(&[vcfg::VIRTIO_BLK_F_MQ])), "num_queues");
     }
-
-    #[test]
-    fn disk_names() {
-        let mut buf = [0u8; 8];
-        assert_eq!(disk_letters(0, &mut buf), "a");
-        assert_eq!(disk_letters(25, &mut buf), "z");
-        assert_eq!(disk_letters(26, &mut buf), "aa");
-        assert_eq!(disk_letters(27, &mut buf), "ab");
-        assert_eq!(disk_letters(701, &mut buf), "zz");
-        assert_eq!(disk_letters(702, &mut buf), "aaa");
-    }
 }

@@ -16,6 +16,14 @@ use kernel::{
 };
 
 use crate::blkcore::{
+    bitmap::{
+        self,
+        RangeError, //
+    },
+    naming::{
+        self,
+        DiskName, //
+    },
     datapath::{
         QueueError,
         Request,
@@ -261,35 +269,17 @@ impl Minors {
     /// Reserves `count` minors from `first`; they must lie in one 64-minor
     /// word (true for upstream's ranges: 16 aligned to 16, or 1).
     pub(crate) fn reserve(first: u32, count: u32) -> Result<Self> {
-        let (word, mask) = Self::word_mask(first, count).ok_or(EINVAL)?;
-        let prev = word.fetch_or(mask, Ordering::AcqRel);
-        if prev & mask != 0 {
-            // Give back only the bits this call set.
-            word.fetch_and(!(mask & !prev), Ordering::AcqRel);
-            return Err(EBUSY);
+        match bitmap::reserve_range(&MINORS_IN_USE, first, count) {
+            Ok(()) => Ok(Self { first, count }),
+            Err(RangeError::Busy) => Err(EBUSY),
+            Err(RangeError::Invalid) => Err(EINVAL),
         }
-        Ok(Self { first, count })
-    }
-
-    fn word_mask(first: u32, count: u32) -> Option<(&'static AtomicU64, u64)> {
-        let bit = first % 64;
-        if count == 0 || count > 64 - bit || first.checked_add(count)? > FIXED_MINORS {
-            return None;
-        }
-        let mask = if count == 64 {
-            u64::MAX
-        } else {
-            ((1u64 << count) - 1) << bit
-        };
-        Some((MINORS_IN_USE.get((first / 64) as usize)?, mask))
     }
 }
 
 impl Drop for Minors {
     fn drop(&mut self) {
-        if let Some((word, mask)) = Self::word_mask(self.first, self.count) {
-            word.fetch_and(!mask, Ordering::AcqRel);
-        }
+        bitmap::release_range(&MINORS_IN_USE, self.first, self.count);
     }
 }
 
@@ -297,13 +287,7 @@ impl Drop for Minors {
 /// under [`XENVBD_MAJOR`] (`xlvbd_alloc_gendisk`): a whole disk gets its
 /// partitions' minors too, a vbd that names a partition gets one.
 pub(crate) fn xvd_minors(vdevice: u32) -> Option<(u32, u32)> {
-    let (minor, _, nr_parts) = vdev_layout(vdevice)?;
-    let count = if minor.checked_rem(nr_parts)? == 0 {
-        nr_parts
-    } else {
-        1
-    };
-    (minor.checked_add(count)? <= FIXED_MINORS && count <= 64).then_some((minor, count))
+    naming::xvd_minors(vdevice, FIXED_MINORS)
 }
 
 impl Disk {
@@ -427,113 +411,8 @@ impl Disk {
     }
 }
 
-/// A disk name (`xvda`, `xvdb3`, ...).
-pub(crate) struct DiskName {
-    buf: [u8; 32],
-    len: usize,
-}
-
-impl DiskName {
-    /// The name.
-    pub(crate) fn as_str(&self) -> &str {
-        core::str::from_utf8(self.buf.get(..self.len).unwrap_or(&[])).unwrap_or("xvd?")
-    }
-
-    fn push(&mut self, b: u8) -> Result {
-        let slot = self.buf.get_mut(self.len).ok_or(EINVAL)?;
-        *slot = b;
-        self.len = self.len.saturating_add(1);
-        Ok(())
-    }
-}
-
-const PARTS_PER_DISK: u32 = 16;
-const PARTS_PER_EXT_DISK: u32 = 256;
-const EXT_SHIFT: u32 = 28;
-
-/// `xen_translate_vdev`: (minor, disk index) for a non-extended vdevice.
-fn translate_vdev(vdevice: u32) -> Option<(u32, u32)> {
-    let major = vdevice >> 8;
-    let minor = vdevice & 0xff;
-    Some(match major {
-        3 => (minor / 64 * PARTS_PER_DISK, minor / 64),
-        22 => ((minor / 64 + 2) * PARTS_PER_DISK, minor / 64 + 2),
-        8 => (minor, minor / PARTS_PER_DISK),
-        65..=71 => {
-            let k = major - 65 + 1;
-            (
-                minor + k * 16 * PARTS_PER_DISK,
-                minor / PARTS_PER_DISK + k * 16,
-            )
-        }
-        128..=135 => {
-            let k = major - 128 + 8;
-            (
-                minor + k * 16 * PARTS_PER_DISK,
-                minor / PARTS_PER_DISK + k * 16,
-            )
-        }
-        202 => (minor, minor / PARTS_PER_DISK),
-        _ => return None,
-    })
-}
-
-/// (minor, disk index, minors per disk) of `vdevice`, as
-/// `xlvbd_alloc_gendisk` derives them for normal and extended ids; `None`
-/// for ids upstream rejects.
-fn vdev_layout(vdevice: u32) -> Option<(u32, u32, u32)> {
-    match vdevice >> EXT_SHIFT {
-        0 => {
-            let (minor, offset) = translate_vdev(vdevice)?;
-            Some((minor, offset, PARTS_PER_DISK))
-        }
-        1 => {
-            let minor = vdevice & !(1 << EXT_SHIFT);
-            Some((minor, minor / PARTS_PER_EXT_DISK, PARTS_PER_EXT_DISK))
-        }
-        _ => None,
-    }
-}
-
 /// The name upstream xen-blkfront gives the disk of `vdevice`
 /// (`xlvbd_alloc_gendisk` + `encode_disk_name`).
 pub(crate) fn disk_name(vdevice: u32) -> Result<DiskName> {
-    let (minor, offset, nr_parts) = vdev_layout(vdevice).ok_or(ENODEV)?;
-    let mut name = DiskName {
-        buf: [0; 32],
-        len: 0,
-    };
-    for &b in b"xvd" {
-        name.push(b)?;
-    }
-    // Bijective base 26: a..z, aa..zz, ...
-    let mut letters = [0u8; 8];
-    let mut nl = 0;
-    let mut n = offset;
-    loop {
-        *letters.get_mut(nl).ok_or(EINVAL)? = b'a' + (n % 26) as u8;
-        nl = nl.saturating_add(1);
-        if n < 26 {
-            break;
-        }
-        n = (n / 26).saturating_sub(1);
-    }
-    for i in (0..nl).rev() {
-        name.push(*letters.get(i).ok_or(EINVAL)?)?;
-    }
-    let part = minor.checked_rem(nr_parts).ok_or(EINVAL)?;
-    if part != 0 {
-        let mut digits = [0u8; 4];
-        let mut nd = 0;
-        let mut p = part;
-        while p > 0 && nd < digits.len() {
-            digits[nd] = b'0' + (p % 10) as u8;
-            nd += 1;
-            p /= 10;
-        }
-        for i in (0..nd).rev() {
-            name.push(digits[i])?;
-        }
-    }
-    Ok(name)
+    naming::xen_disk_name(vdevice).ok_or(ENODEV)
 }

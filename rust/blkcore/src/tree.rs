@@ -4,6 +4,7 @@
 //! `#[path = ".../rust/blkcore/src/tree.rs"] mod blkcore;`; paths below
 //! resolve relative to this directory.
 
+pub mod bitmap;
 pub mod blkif;
 pub mod datapath;
 /// Fuzz entry points (host only: tests and the `fuzzing` feature).
@@ -15,6 +16,7 @@ pub mod grants;
 pub mod host;
 pub mod limits;
 pub mod mapping;
+pub mod naming;
 pub mod negotiate;
 pub mod ring;
 pub mod virtio;

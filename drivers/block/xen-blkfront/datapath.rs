@@ -231,7 +231,7 @@ impl<Rq> Io<Rq> {
     }
 
     /// Logs, once each, the features the backend withdrew.
-    pub(crate) fn report_withdrawn(&mut self) {
+    pub(crate) fn report_withdrawn(&mut self, dev: &kernel::device::Device) {
         let Withdrawn { flush, discard } = self.dp.take_withdrawn();
         if let Some(barrier) = flush {
             let what = if barrier {
@@ -239,13 +239,14 @@ impl<Rq> Io<Rq> {
             } else {
                 "a cache flush"
             };
-            pr_warn!(
+            dev_warn!(
+                dev,
                 "backend refused {}: flushes disabled (FUA writes go out as plain writes)\n",
                 what
             );
         }
         if discard {
-            pr_warn!("backend refused a discard: discards disabled\n");
+            dev_warn!(dev, "backend refused a discard: discards disabled\n");
         }
     }
 }

@@ -20,10 +20,6 @@ use crate::blkcore::{
         self,
         RangeError, //
     },
-    naming::{
-        self,
-        DiskName, //
-    },
     datapath::{
         QueueError,
         Request,
@@ -32,6 +28,10 @@ use crate::blkcore::{
     },
     limits::QueueLimits,
     mapping::Piece,
+    naming::{
+        self,
+        DiskName, //
+    },
     negotiate::Negotiated, //
 };
 use crate::blkmq::{

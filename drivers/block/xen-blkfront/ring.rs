@@ -10,6 +10,7 @@ use kernel::{
     new_spinlock_irq,
     prelude::*,
     sync::{
+        aref::ARef,
         Arc,
         SpinLockIrq, //
     }, //
@@ -90,6 +91,8 @@ pub(crate) struct RingState<O: BlockOps> {
 #[pin_data]
 pub(crate) struct Ring<O: BlockOps> {
     pub(crate) index: u32,
+    /// The xenbus device, for log lines that name it.
+    dev: ARef<kernel::device::Device>,
     #[pin]
     pub(crate) state: SpinLockIrq<RingState<O>>,
 }
@@ -108,6 +111,7 @@ impl<O: BlockOps> RingHandle<O> {
         let ring = Arc::pin_init(
             pin_init!(Ring {
                 index,
+                dev: ARef::from(dev.as_device()),
                 state <- new_spinlock_irq!(RingState {
                     pages,
                     front,
@@ -255,8 +259,10 @@ impl<O: BlockOps> Ring<O> {
         // made is revoked; those the backend still mapped are ended with a
         // deferred release, which frees them once the backend unmaps.
         let st = io.dp.grant_stats();
-        pr_info!(
-            "ring torn down: {} grants granted, {} revoked ({} released when the backend unmaps them)\n",
+        dev_info!(
+            self.dev,
+            "ring {} torn down: {} grants granted, {} revoked ({} released when the backend unmaps them)\n",
+            self.index,
             st.granted,
             st.revoked,
             deferred
@@ -291,30 +297,31 @@ impl<O: BlockOps> Ring<O> {
                 let r = io
                     .dp
                     .break_ring(&mut io.gt, Fault::Injected, &mut |rq, s| done.push(rq, s));
-                report_broken(self.index, r);
+                self.report_broken(r);
                 st.broken = true;
             }
         }
         done.finish();
     }
 
+    /// One line for a ring the backend broke.
+    fn report_broken(&self, r: Drained) {
+        if let Drained::Broken { fault, failed } = r {
+            dev_alert!(
+                self.dev,
+                "ring {}: {}; disabled for further use, {} requests in flight failed\n",
+                self.index,
+                // blkcore's `Fault` implements `core::fmt::Display`.
+                core::format_args!("{fault}"),
+                failed
+            );
+        }
+    }
+
     /// Lock-protected access for the block glue.
     pub(crate) fn with_state<R>(&self, f: impl FnOnce(&mut RingState<O>) -> R) -> R {
         let mut st = self.state.lock();
         f(&mut st)
-    }
-}
-
-/// One line for a ring the backend broke.
-fn report_broken(index: u32, r: Drained) {
-    if let Drained::Broken { fault, failed } = r {
-        pr_alert!(
-            "ring {}: {}; disabled for further use, {} requests in flight failed\n",
-            index,
-            // blkcore's `Fault` implements `core::fmt::Display`.
-            core::format_args!("{fault}"),
-            failed
-        );
     }
 }
 
@@ -407,7 +414,7 @@ impl<O: BlockOps> RingState<O> {
     /// fault, every request still in flight fails (`BLK_STS_IOERR`) right
     /// away, and the event channel stays masked. Upstream leaves those
     /// requests on the ring, where they hang removal and unload forever.
-    fn complete(&mut self, index: u32, done: &mut DoneList<O>) -> Eoi {
+    fn complete(&mut self, ring: &Ring<O>, done: &mut DoneList<O>) -> Eoi {
         if self.broken {
             return Eoi::None;
         }
@@ -420,7 +427,7 @@ impl<O: BlockOps> RingState<O> {
             &mut self.pages,
             &mut |rq, s| done.push(rq, s),
         );
-        io.report_withdrawn();
+        io.report_withdrawn(&ring.dev);
         match r {
             Drained::Some => {
                 io.maybe_purge();
@@ -431,7 +438,7 @@ impl<O: BlockOps> RingState<O> {
                 Eoi::Spurious
             }
             Drained::Broken { .. } => {
-                report_broken(index, r);
+                ring.report_broken(r);
                 self.broken = true;
                 Eoi::None
             }
@@ -483,7 +490,7 @@ impl<O: BlockOps> Handler for Ring<O> {
         let mut done = DoneList::new();
         let eoi = {
             let mut st = self.state.lock();
-            st.complete(self.index, &mut done)
+            st.complete(self, &mut done)
         };
         done.finish();
         eoi

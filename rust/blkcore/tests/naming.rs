@@ -30,7 +30,7 @@ fn xen_names_like_xlvbd_alloc_gendisk() {
     assert_eq!(x(0x800).as_deref(), Some("xvda")); // sda
     assert_eq!(x(0x810).as_deref(), Some("xvdb")); // sdb
     assert_eq!(x((1 << 28) | (26 * 256)).as_deref(), Some("xvdaa"));
-    assert_eq!(x((1 << 28) | (27 * 256) + 3).as_deref(), Some("xvdab3"));
+    assert_eq!(x((1 << 28) | ((27 * 256) + 3)).as_deref(), Some("xvdab3"));
     assert_eq!(x(0x1234), None);
     assert_eq!(x(3 << 28), None);
 }
@@ -45,8 +45,8 @@ fn xvd_minors_like_upstream() {
     assert_eq!(xvd_minors(2 << 28, 256), None);
     // The last whole disk that fits below the fixed minors, and the first
     // that does not.
-    assert_eq!(xvd_minors(202 << 8 | 240, 256), Some((240, 16)));
-    assert_eq!(xvd_minors(202 << 8 | 240, 250), None);
+    assert_eq!(xvd_minors((202 << 8) | 240, 256), Some((240, 16)));
+    assert_eq!(xvd_minors((202 << 8) | 240, 250), None);
 }
 
 #[test]

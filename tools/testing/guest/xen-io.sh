@@ -195,7 +195,7 @@ done
 check "rmmod xen_blkfront_rs" rmmod xen_blkfront_rs
 [ ! -e /sys/block/$D ] && ok "disk gone after rmmod" || not_ok "disk gone after rmmod"
 # Each ring logs its grant record at teardown: all granted grants revoked.
-torn=$(dmesg | grep 'ring torn down:' | tail -8)
+torn=$(dmesg | grep -E 'ring [0-9]+ torn down:' | tail -8)
 echo "$torn"
 if [ -n "$torn" ]; then
     bad=$(echo "$torn" | awk '{for(i=1;i<=NF;i++){if($(i+1)=="grants"&&$(i+2)=="granted,")g=$i; if($(i+1)=="revoked")r=$i} if(g!=r)n++} END{print n+0}')

@@ -42,6 +42,8 @@ use crate::blkmq::{
     ReqOp,
     TagSet, //
 };
+#[cfg(CONFIG_FAULT_INJECTION)]
+use crate::fault::FaultInjector;
 use crate::ring::{
     complete,
     Ring,
@@ -197,44 +199,11 @@ impl core::fmt::Debug for StatsView {
     }
 }
 
-/// Test-only fault injection (debugfs `xen_blkfront_rs-<disk>/inject`,
-/// only in kernels with `CONFIG_FAULT_INJECTION`): writing `break` breaks
-/// every ring of the disk as a bad backend response would; writing
-/// `hold-reconnect` keeps the next reconnect of a live disk (after a
-/// resume) from happening, as if the new backend never came: the disk then
-/// stays in the reconnect window until it is removed.
-#[cfg(CONFIG_FAULT_INJECTION)]
-pub(crate) struct FaultInjector {
-    rings: KVec<Arc<Ring<BlkOps>>>,
-}
-
-#[cfg(CONFIG_FAULT_INJECTION)]
-impl kernel::debugfs::Reader for FaultInjector {
-    fn read_from_slice(&self, reader: &mut kernel::uaccess::UserSliceReader) -> Result {
-        let mut buf = [0u8; 16];
-        let n = reader.len().min(buf.len());
-        reader.read_slice(buf.get_mut(..n).ok_or(EINVAL)?)?;
-        match buf.get(..n).map(|b| b.trim_ascii_end()) {
-            Some(b"break") => {
-                for r in self.rings.iter() {
-                    r.inject_break();
-                }
-                Ok(())
-            }
-            Some(b"hold-reconnect") => {
-                crate::front::HOLD_NEXT_RECONNECT.store(true, Ordering::Release);
-                Ok(())
-            }
-            _ => Err(EINVAL),
-        }
-    }
-}
-
 /// A live disk.
 pub(crate) struct Disk {
     gd: GenDisk<BlkOps>,
     #[cfg(CONFIG_FAULT_INJECTION)]
-    _inject: Option<Pin<KBox<kernel::debugfs::File<FaultInjector>>>>,
+    _inject: Option<Pin<KBox<kernel::debugfs::File<FaultInjector<BlkOps>>>>>,
     _stats: Option<Pin<KBox<kernel::debugfs::File<StatsView>>>>,
     _dir: kernel::debugfs::Dir,
     /// Released after the disk (fields drop in order).

@@ -31,6 +31,7 @@ use crate::conn::{
     Conn,
     Phase, //
 };
+use crate::fault::reconnect_held;
 use crate::ring::RingHandle;
 use crate::store::{
     handle_from_nodename,
@@ -51,25 +52,6 @@ const PROTOCOL: &CStr = c"x86_64-abi";
 /// The xenbus driver.
 pub(crate) struct Blkfront;
 
-/// Test-only (`hold-reconnect` in the fault-injection file): the next
-/// reconnect of a live disk is not made, which leaves the disk in the
-/// window between a resume and the new backend's Connected for as long as
-/// the test wants (removal in that window must not hang).
-#[cfg(CONFIG_FAULT_INJECTION)]
-pub(crate) static HOLD_NEXT_RECONNECT: core::sync::atomic::AtomicBool =
-    core::sync::atomic::AtomicBool::new(false);
-
-/// Whether fault injection asked to hold this reconnect (once).
-fn reconnect_held() -> bool {
-    #[cfg(CONFIG_FAULT_INJECTION)]
-    {
-        HOLD_NEXT_RECONNECT.swap(false, core::sync::atomic::Ordering::AcqRel)
-    }
-    #[cfg(not(CONFIG_FAULT_INJECTION))]
-    {
-        false
-    }
-}
 
 /// Per-device data (the xenbus driver data).
 #[pin_data]

@@ -42,6 +42,7 @@ mod blkmq;
 mod conn;
 mod datapath;
 mod disk;
+mod fault;
 mod front;
 mod ring;
 mod store;

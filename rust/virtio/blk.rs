@@ -35,80 +35,37 @@ use super::{
     Reset,
     Virtqueue, //
 };
+pub use crate::blkcore::virtio::request::{
+    Command,
+    VIRTIO_BLK_ID_BYTES, //
+};
+use crate::blkcore::virtio::request::{
+    RequestStatus,
+    OUTHDR_BYTES,
+    RANGE_BYTES, //
+};
 use crate::blkmq::{
     Operations,
     Request,
     Status, //
 };
 
-/// `VIRTIO_BLK_T_IN`: read.
-pub const VIRTIO_BLK_T_IN: u32 = 0;
-/// `VIRTIO_BLK_T_OUT`: write.
-pub const VIRTIO_BLK_T_OUT: u32 = 1;
-/// `VIRTIO_BLK_T_FLUSH`: flush the write cache.
-pub const VIRTIO_BLK_T_FLUSH: u32 = 4;
-/// `VIRTIO_BLK_T_GET_ID`: read the serial (20 bytes).
-pub const VIRTIO_BLK_T_GET_ID: u32 = 8;
-/// `VIRTIO_BLK_T_DISCARD`.
-pub const VIRTIO_BLK_T_DISCARD: u32 = 11;
-/// `VIRTIO_BLK_T_WRITE_ZEROES`.
-pub const VIRTIO_BLK_T_WRITE_ZEROES: u32 = 13;
-/// `VIRTIO_BLK_S_OK`.
-pub const VIRTIO_BLK_S_OK: u8 = 0;
-/// `VIRTIO_BLK_S_UNSUPP`.
-pub const VIRTIO_BLK_S_UNSUPP: u8 = 2;
-/// `VIRTIO_BLK_ID_BYTES`: length of the serial.
-pub const VIRTIO_BLK_ID_BYTES: usize = 20;
-/// `VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP`.
-pub const VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP: u32 = 1;
-
-/// Map a device status byte to a block status (upstream `virtblk_result`).
+/// The block layer's status for the device's status byte
+/// ([`RequestStatus::from_byte`]).
 pub fn status_to_blk(status: u8) -> Status {
-    match status {
-        VIRTIO_BLK_S_OK => Status::OK,
-        VIRTIO_BLK_S_UNSUPP => Status::NOTSUPP,
-        _ => Status::IOERR,
+    match RequestStatus::from_byte(status) {
+        RequestStatus::Ok => Status::OK,
+        RequestStatus::Unsupported => Status::NOTSUPP,
+        RequestStatus::IoError => Status::IOERR,
     }
-}
-
-/// What the device is asked to do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Command {
-    /// Read the request's data from its sector.
-    Read,
-    /// Write the request's data to its sector.
-    Write,
-    /// Flush the write cache.
-    Flush,
-    /// Discard the request's range.
-    Discard,
-    /// Zero the request's range; `unmap` allows deallocation.
-    WriteZeroes {
-        /// Set `VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP`.
-        unmap: bool,
-    },
-}
-
-/// `struct virtio_blk_outhdr`.
-#[repr(C)]
-struct OutHdr {
-    type_: u32,
-    ioprio: u32,
-    sector: u64,
-}
-
-/// `struct virtio_blk_discard_write_zeroes` (always little-endian).
-#[repr(C)]
-struct Range {
-    sector: u64,
-    num_sectors: u32,
-    flags: u32,
 }
 
 /// The blk-mq per-request data of a virtio-blk request.
 pub struct BlkReq {
-    hdr: OutHdr,
-    range: Range,
+    /// `struct virtio_blk_outhdr`, encoded by blkcore.
+    hdr: [u8; OUTHDR_BYTES],
+    /// `struct virtio_blk_discard_write_zeroes`, encoded by blkcore.
+    range: [u8; RANGE_BYTES],
     status: u8,
     has_range: bool,
     data_out: bool,
@@ -128,22 +85,6 @@ impl BlkReq {
     }
 }
 
-fn to_dev32(v: u32, le: bool) -> u32 {
-    if le {
-        v.to_le()
-    } else {
-        v.to_be()
-    }
-}
-
-fn to_dev64(v: u64, le: bool) -> u64 {
-    if le {
-        v.to_le()
-    } else {
-        v.to_be()
-    }
-}
-
 /// Fill in `rq`'s header (and range), map its data and start it. `le`:
 /// the device's byte order ([`super::Device::is_little_endian`]).
 /// `Err` means the request could not be prepared: return that status.
@@ -152,45 +93,21 @@ pub fn prepare<T: Operations<RequestData = BlkReq>>(
     cmd: Command,
     le: bool,
 ) -> core::result::Result<(), Status> {
-    let (type_, sector, range, has_data) = match cmd {
-        Command::Read => (VIRTIO_BLK_T_IN, rq.sector(), None, true),
-        Command::Write => (VIRTIO_BLK_T_OUT, rq.sector(), None, true),
-        Command::Flush => (VIRTIO_BLK_T_FLUSH, 0, None, false),
-        Command::Discard => (VIRTIO_BLK_T_DISCARD, 0, Some(0), false),
-        Command::WriteZeroes { unmap } => (
-            VIRTIO_BLK_T_WRITE_ZEROES,
-            0,
-            Some(if unmap {
-                VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP
-            } else {
-                0
-            }),
-            false,
-        ),
-    };
     let (pos, nr) = (rq.sector(), rq.sectors());
-    let ioprio = u32::from(rq.ioprio());
-    let nsg = if has_data {
+    let e = cmd.encode(pos, nr, u32::from(rq.ioprio()), le);
+    let nsg = if e.has_data {
         rq.map_sg().map_err(|_| Status::IOERR)?
     } else {
         0
     };
     let d = rq.data_mut();
-    d.hdr = OutHdr {
-        type_: to_dev32(type_, le),
-        ioprio: to_dev32(ioprio, le),
-        sector: to_dev64(sector, le),
-    };
-    d.has_range = range.is_some();
-    if let Some(flags) = range {
-        d.range = Range {
-            sector: pos.to_le(),
-            num_sectors: nr.to_le(),
-            flags: flags.to_le(),
-        };
+    d.hdr = e.hdr;
+    d.has_range = e.range.is_some();
+    if let Some(r) = e.range {
+        d.range = r;
     }
     d.status = 0xff;
-    d.data_out = cmd == Command::Write;
+    d.data_out = e.data_out;
     d.nsg = nsg;
     rq.start();
     Ok(())
@@ -221,7 +138,7 @@ const ID_ABANDONED: u8 = 2;
 /// touches freed memory and a missing one leaks nothing.
 #[pin_data]
 pub struct IdRequest {
-    hdr: OutHdr,
+    hdr: [u8; OUTHDR_BYTES],
     /// The serial, written by the device; read only in `ID_ANSWERED`.
     id: Opaque<[u8; VIRTIO_BLK_ID_BYTES]>,
     /// Status byte, written by the device; read only in `ID_ANSWERED`.
@@ -251,11 +168,7 @@ impl IdRequest {
     pub fn new(le: bool) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
-                hdr: OutHdr {
-                    type_: to_dev32(VIRTIO_BLK_T_GET_ID, le),
-                    ioprio: 0,
-                    sector: 0,
-                },
+                hdr: Command::GetId.encode(0, 0, 0, le).hdr,
                 id: Opaque::zeroed(),
                 status: Opaque::new(0xff),
                 sgs: Opaque::zeroed(),
@@ -371,10 +284,7 @@ impl<T: Operations<RequestData = BlkReq>> BlkVq<T> {
         let sgs = req.sgs.get().cast::<bindings::scatterlist>();
         let mut ptrs: [*mut bindings::scatterlist; 3] = [core::ptr::null_mut(); 3];
         let bufs: [(*const u8, u32); 3] = [
-            (
-                core::ptr::from_ref(&req.hdr).cast(),
-                size_of::<OutHdr>() as u32,
-            ),
+            (core::ptr::from_ref(&req.hdr).cast(), OUTHDR_BYTES as u32),
             (req.id.get().cast_const().cast(), VIRTIO_BLK_ID_BYTES as u32),
             (req.status.get().cast_const(), 1),
         ];
@@ -433,11 +343,19 @@ impl<T: Operations<RequestData = BlkReq>> BlkVq<T> {
         // `map_sg`), and all stay untouched until the token comes back from
         // `complete_one` (the request handle is the token), or the reset.
         let (nsg, data_out) = unsafe {
-            bindings::sg_init_one(&raw mut (*p).hdr_sg, (&raw const (*p).hdr).cast(), 16);
+            bindings::sg_init_one(
+                &raw mut (*p).hdr_sg,
+                (&raw const (*p).hdr).cast(),
+                OUTHDR_BYTES as u32,
+            );
             sgs[n] = &raw mut (*p).hdr_sg;
             n += 1;
             if (*p).has_range {
-                bindings::sg_init_one(&raw mut (*p).range_sg, (&raw const (*p).range).cast(), 16);
+                bindings::sg_init_one(
+                    &raw mut (*p).range_sg,
+                    (&raw const (*p).range).cast(),
+                    RANGE_BYTES as u32,
+                );
                 sgs[n] = &raw mut (*p).range_sg;
                 n += 1;
             }

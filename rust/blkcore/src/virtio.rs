@@ -71,6 +71,7 @@ pub const fn has_feature(features: u64, bit: u32) -> bool {
 /// Byte offsets of `struct virtio_blk_config` fields (packed; from the
 /// uapi header, checked by the `layout` test and the asserts below).
 mod parse;
+pub mod request;
 
 pub mod offset {
     /// `__virtio64 capacity`.

@@ -52,7 +52,6 @@ const PROTOCOL: &CStr = c"x86_64-abi";
 /// The xenbus driver.
 pub(crate) struct Blkfront;
 
-
 /// Per-device data (the xenbus driver data).
 #[pin_data]
 pub(crate) struct Info {

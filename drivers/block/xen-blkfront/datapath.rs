@@ -40,7 +40,6 @@ use crate::blkcore::{
         GrantOps,
         GrantRef, //
     },
-    mapping::Piece,
     negotiate::Negotiated,
     ring::{
         RingIdx,
@@ -177,9 +176,6 @@ impl Memory for GrantTable {
 pub(crate) struct Io<Rq> {
     pub(crate) dp: DataPath<KernelStorage, Frame, Rq>,
     pub(crate) gt: GrantTable,
-    /// Scratch list of the request being queued, filled before the call
-    /// to [`DataPath::queue`] (no allocation in atomic context).
-    pub(crate) pieces: KVec<Piece<Frame>>,
     /// The frames handed to the data path (bounce frames, or a placeholder
     /// and the slots' indirect pages); freed after `dp` and `gt`.
     _pages: KVec<XenPage>,
@@ -212,8 +208,6 @@ impl<Rq> Io<Rq> {
             Io {
                 dp,
                 gt: GrantTable::new(domid),
-                // A block-layer segment may span two pages when unaligned.
-                pieces: KVec::with_capacity(2 * geo.wire_max as usize, GFP_KERNEL)?,
                 _pages: pages,
                 epoch: Instant::now(),
             },

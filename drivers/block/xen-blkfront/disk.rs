@@ -102,6 +102,26 @@ impl blkmq::Operations for BlkOps {
         };
         *rq.data_mut() = blkmq::Status::OK;
         rq.start();
+        // The request's pages are listed before the ring lock is taken:
+        // interrupts stay on while the bio is walked (the scratch list has
+        // its own lock, taken before the ring's, never inside it).
+        let mut pieces = ring.scratch.lock();
+        pieces.clear();
+        if matches!(req, Request::Read { .. } | Request::Write { .. }) {
+            let mapped = for_each_request_frame(&mut rq, |page, offset, len| {
+                pieces
+                    .push_within_capacity(Piece { page, offset, len })
+                    .map_err(|_| EIO)
+            });
+            if mapped.is_err() {
+                // No room before the first connect: retry once connected.
+                return Err(if pieces.capacity() == 0 {
+                    blkmq::Status::RESOURCE
+                } else {
+                    blkmq::Status::IOERR
+                });
+            }
+        }
         let r = ring.with_state(|st| {
             if !st.usable() {
                 return Err(if st.broken() {
@@ -110,20 +130,7 @@ impl blkmq::Operations for BlkOps {
                     QueueError::Busy
                 });
             }
-            if matches!(req, Request::Read { .. } | Request::Write { .. }) {
-                let Some(pieces) = st.pieces() else {
-                    return Err(QueueError::Busy);
-                };
-                let mapped = for_each_request_frame(&mut rq, |page, offset, len| {
-                    pieces
-                        .push_within_capacity(Piece { page, offset, len })
-                        .map_err(|_| EIO)
-                });
-                if mapped.is_err() {
-                    return Err(QueueError::Io);
-                }
-            }
-            let r = st.queue(rq, req).map_err(|(rq, e)| {
+            let r = st.queue(rq, req, &pieces).map_err(|(rq, e)| {
                 // Give the handle back to blk-mq: it keeps the request on
                 // error (retry for Busy, end with the status otherwise).
                 if e == QueueError::Nothing {
@@ -136,6 +143,7 @@ impl blkmq::Operations for BlkOps {
             }
             r
         });
+        drop(pieces);
         match r {
             Ok(()) | Err(QueueError::Nothing) => Ok(()),
             Err(QueueError::Busy) => Err(blkmq::Status::RESOURCE),

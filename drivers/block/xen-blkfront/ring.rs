@@ -7,11 +7,13 @@
 //! ring lock is dropped.
 
 use kernel::{
+    new_spinlock,
     new_spinlock_irq,
     prelude::*,
     sync::{
         aref::ARef,
         Arc,
+        SpinLock,
         SpinLockIrq, //
     }, //
 };
@@ -93,6 +95,11 @@ pub(crate) struct Ring<O: BlockOps> {
     pub(crate) index: u32,
     /// The xenbus device, for log lines that name it.
     dev: ARef<kernel::device::Device>,
+    /// The pages of the request being queued, listed by the block glue
+    /// before it takes the ring lock; room for the most pieces one request
+    /// may have (sized when the backend connects).
+    #[pin]
+    pub(crate) scratch: SpinLock<KVec<Piece<Frame>>>,
     #[pin]
     pub(crate) state: SpinLockIrq<RingState<O>>,
 }
@@ -112,6 +119,7 @@ impl<O: BlockOps> RingHandle<O> {
             pin_init!(Ring {
                 index,
                 dev: ARef::from(dev.as_device()),
+                scratch <- new_spinlock!(KVec::new()),
                 state <- new_spinlock_irq!(RingState {
                     pages,
                     front,
@@ -223,6 +231,9 @@ impl<O: BlockOps> Ring<O> {
     pub(crate) fn start(&self, dev: &Device, n: &Negotiated, handle: u16, wire_max: u32) -> Result {
         let size = self.state.lock().front.size();
         let io = Io::new(n, handle, dev.otherend_id(), size, wire_max)?;
+        // A block-layer segment may span two pages when unaligned.
+        let scratch = KVec::with_capacity(2 * io.dp.geometry().wire_max as usize, GFP_KERNEL)?;
+        *self.scratch.lock() = scratch;
         let mut st = self.state.lock();
         st.io = Some(io);
         st.broken = false;
@@ -354,28 +365,20 @@ impl<O: BlockOps> RingState<O> {
             .map(|io| (io.dp.stats(), io.dp.grant_stats(), io.dp.copy_data()))
     }
 
-    /// Scratch list the block glue fills with the request's pieces before
-    /// calling [`RingState::queue`].
-    pub(crate) fn pieces(&mut self) -> Option<&mut KVec<Piece<Frame>>> {
-        self.io.as_mut().map(|io| {
-            io.pieces.clear();
-            &mut io.pieces
-        })
-    }
-
     /// Puts one request on the ring (not yet visible to the backend: see
-    /// [`RingState::push`]). A read or write's data pieces are those left
-    /// in [`RingState::pieces`].
-    pub(crate) fn queue(&mut self, rq: Rq<O>, req: Request) -> Result<(), (Rq<O>, QueueError)> {
+    /// [`RingState::push`]). `pieces` are a read or write's data (listed
+    /// in [`Ring::scratch`]).
+    pub(crate) fn queue(
+        &mut self,
+        rq: Rq<O>,
+        req: Request,
+        pieces: &[Piece<Frame>],
+    ) -> Result<(), (Rq<O>, QueueError)> {
         if self.broken || self.dead {
             return Err((rq, QueueError::Io));
         }
         let Some(io) = self.io.as_deref_mut() else {
             return Err((rq, QueueError::Busy));
-        };
-        let pieces = match req {
-            Request::Read { .. } | Request::Write { .. } => &io.pieces[..],
-            Request::Flush | Request::Discard { .. } => &[],
         };
         io.dp.queue(
             &mut io.gt,

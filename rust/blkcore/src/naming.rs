@@ -24,7 +24,7 @@ impl DiskName {
 
     fn push(&mut self, b: u8) -> Option<()> {
         *self.buf.get_mut(self.len)? = b;
-        self.len += 1;
+        self.len = self.len.saturating_add(1);
         Some(())
     }
 }
@@ -49,12 +49,14 @@ pub fn disk_name(prefix: &str, index: u32, partition: u32) -> Option<DiskName> {
     let mut nl = 0;
     let mut n = index;
     loop {
-        *letters.get_mut(nl)? = b'a' + (n % 26) as u8;
-        nl += 1;
+        // `n % 26` is below 26: no overflow (the kernel has overflow
+        // checks, and a panic path there is what objtool warns about).
+        *letters.get_mut(nl)? = b'a'.wrapping_add((n % 26) as u8);
+        nl = nl.saturating_add(1);
         if n < 26 {
             break;
         }
-        n = n / 26 - 1;
+        n = (n / 26).saturating_sub(1);
     }
     for &l in letters.get(..nl)?.iter().rev() {
         name.push(l)?;
@@ -64,8 +66,8 @@ pub fn disk_name(prefix: &str, index: u32, partition: u32) -> Option<DiskName> {
         let mut nd = 0;
         let mut p = partition;
         while p > 0 {
-            *digits.get_mut(nd)? = b'0' + (p % 10) as u8;
-            nd += 1;
+            *digits.get_mut(nd)? = b'0'.wrapping_add((p % 10) as u8);
+            nd = nd.saturating_add(1);
             p /= 10;
         }
         for &d in digits.get(..nd)?.iter().rev() {
@@ -95,7 +97,7 @@ pub struct VdevLayout {
 impl VdevLayout {
     /// The partition this vbd names (0: the whole disk).
     pub fn partition(&self) -> u32 {
-        self.minor % self.parts
+        self.minor.checked_rem(self.parts).unwrap_or(0)
     }
 }
 

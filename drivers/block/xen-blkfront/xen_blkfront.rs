@@ -386,18 +386,6 @@ mod tests {
     }
 
     #[test]
-    fn wire_segments_double_within_backend_limit() -> Result {
-        let n = nego(GOOD)?.map_err(|_| EINVAL)?;
-        assert_eq!(super::blkcore::datapath::wire_segments(&n, 256), 64);
-        assert_eq!(super::blkcore::datapath::wire_segments(&n, 40), 40);
-        assert_eq!(super::blkcore::datapath::wire_segments(&n, 0), 32);
-        let direct =
-            nego(&with(&[("feature-max-indirect-segments", "0")])?)?.map_err(|_| EINVAL)?;
-        assert_eq!(super::blkcore::datapath::wire_segments(&direct, 256), 11);
-        Ok(())
-    }
-
-    #[test]
     fn unknown_status_is_an_io_error_not_a_panic() -> Result {
         use super::blkcore::datapath::Status;
         let n = nego(GOOD)?.map_err(|_| EINVAL)?;

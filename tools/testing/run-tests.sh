@@ -69,6 +69,15 @@ if [ "${1:-}" != --host-only ]; then
             else
                 record pass "make CLIPPY=1 without warnings"
             fi
+            # Autoload: the modaliases udev and the initramfs load by.
+            for want in "virtio_blk_rs virtio:d00000002v*" "xen_blkfront_rs xen:vbd"; do
+                read -r mod alias <<< "$want"; set -- "$mod" "$alias"
+                got=$(modinfo -F alias "$REPO/$1.ko" 2>/dev/null | tr '\n' ' ')
+                case " $got" in
+                    *" $2 "*) record pass "modinfo -F alias $1 lists $2" ;;
+                    *) record fail "modinfo -F alias $1: '$got', want $2" ;;
+                esac
+            done
         else
             record fail "modules build (see $CACHE/make.log)"; tail -30 "$CACHE/make.log" >&2
         fi

@@ -106,6 +106,10 @@ module! {
     authors: ["blkfront-rs developers"],
     description: "Virtio block driver (Rust)",
     license: "GPL",
+    // The alias modpost makes from virtio_blk's id table
+    // (`MODULE_DEVICE_TABLE(virtio, ...)`: device 2, any vendor), which
+    // udev and the initramfs load by; the registration binds the same id.
+    alias: ["virtio:d00000002v*"],
     params: {
         num_request_queues: u32 {
             default: 0,

@@ -53,6 +53,9 @@ module! {
     authors: ["blkfront-rs developers"],
     description: "Xen virtual block device frontend (Rust)",
     license: "GPL",
+    // Upstream xen-blkfront's aliases: the xenbus device type (what udev
+    // and the initramfs load by), the old module name and the block major.
+    alias: ["xen:vbd", "xenblk", "block-major-202-*"],
     params: {
         max_indirect_segments: u32 {
             default: 32,

@@ -46,9 +46,16 @@ modules_install: check-kdir
 # trixie chroot under /var/cache/blkfront-rs, and build both modules against
 # it there. Refuses if the kernel's compiler/rustc/bindgen/release differ
 # from what the tree would produce. See Documentation/debian.md.
-.PHONY: distro-kdir
+.PHONY: distro-kdir deb
 distro-kdir:
 	bash tools/distro/debian-kdir.sh
+
+# The binary package blkfront-rs-modules-$(DISTRO_KREL) for that kernel (both
+# modules, the modprobe.d file, the initramfs-tools hook), built and checked
+# with lintian in the same chroot; lands in /var/cache/blkfront-rs/distro/deb/.
+# See Documentation/debian.md.
+deb:
+	bash tools/distro/debian-kdir.sh --deb
 
 clean:
 	$(MAKE) -C $(KDIR) M=$(PWD) clean 2>/dev/null || true

@@ -4,7 +4,7 @@
 # the toolchain is Debian's, inside a debootstrap'd chroot of the suite the
 # kernel was built in.
 #
-#   tools/distro/debian-kdir.sh [--check | --prepare-only] [--dkms]
+#   tools/distro/debian-kdir.sh [--check | --prepare-only] [--dkms] [--deb]
 #
 # --check stops after step 3 (toolchain comparison); with DISTRO_CONFIG=FILE
 # it compares that config instead of the headers package's (used by the
@@ -37,6 +37,9 @@
 #     Debian's own modules for this release (linux-modules-$DISTRO_KREL).
 #  6. --dkms: also `dkms add/build/install` of the repo (dkms.conf) inside
 #     the chroot against the prepared tree.
+#  7. --deb: also the binary package blkfront-rs-modules-<krel> of those
+#     modules (tools/distro/make-deb.sh: dpkg-deb and lintian in the chroot)
+#     into $CACHE/distro/deb/; prints "DEB=<path>" too.
 #
 # Prints "KDIR=<host path>" and "OUT=<dir>" on stdout at the end. Progress on
 # stderr. Everything is shell-quoted for `eval`.
@@ -56,13 +59,14 @@ log() { echo "[$(date +%H:%M:%S)] distro: $*" >&2; }
 die() { echo "error: $*" >&2; exit 1; }
 refuse() { echo "refused: $*" >&2; exit 2; }
 
-prepare_only=0 dkms=0 check_only=0
+prepare_only=0 dkms=0 check_only=0 deb=0
 for a in "$@"; do
     case $a in
         --check) check_only=1 ;;
         --prepare-only) prepare_only=1 ;;
         --dkms) dkms=1 ;;
-        *) die "usage: $0 [--check | --prepare-only] [--dkms]" ;;
+        --deb) deb=1 ;;
+        *) die "usage: $0 [--check | --prepare-only] [--dkms] [--deb]" ;;
     esac
 done
 [ "$(id -u)" = 0 ] || die "needs root (debootstrap, chroot)"
@@ -118,6 +122,11 @@ CCBIN=gcc-$gcc_major
 # ---- 2. the chroot --------------------------------------------------------
 # openssl: Kconfig asks `openssl list` (CONFIG_OPENSSL_SUPPORTS_ML_DSA).
 pkgs="rustc,rust-src,bindgen,libclang-dev,$CCBIN,make,flex,bison,bc,libelf-dev,libssl-dev,openssl,cpio,kmod,xz-utils,python3,dwarves,dkms,rsync"
+# Installed with apt after the bootstrap: debootstrap's --include does not
+# resolve virtual packages (lintian needs perl-openssl-abi-3 through
+# libnet-ssleay-perl, and debootstrap leaves it unconfigured).
+# lintian: checks the package of --deb.
+apt_pkgs="lintian"
 # Keyed by suite and mirror; packages added to the list later are installed
 # into an existing chroot (below) rather than bootstrapping a new one.
 ckey=$(printf '%s\n' "$SUITE" "$MIRROR" | sha256sum | cut -c1-12)
@@ -142,7 +151,7 @@ mountpoint -q "$CH/proc" || { mount -t proc proc "$CH/proc"; mounted+=("$CH/proc
 mountpoint -q "$CH/dev" || { mount --bind /dev "$CH/dev"; mounted+=("$CH/dev"); }
 inch() { chroot "$CH" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@"; }
 
-missing=$(for p in ${pkgs//,/ }; do
+missing=$(for p in ${pkgs//,/ } $apt_pkgs; do
     chroot "$CH" dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'ok installed' || echo "$p"; done)
 if [ -n "$missing" ]; then
     log "installing into the chroot: $(echo $missing)"
@@ -241,5 +250,10 @@ if ((dkms)); then
 fi
 
 printf 'KDIR=%q\nCHROOT=%q\nOUT=%q\n' "$HKD" "$CH" "$OUT"
+if ((deb)); then
+    # ---- 7. the binary package --------------------------------------------
+    ((prepare_only == 0)) || die "--deb needs the modules (not with --prepare-only)"
+    bash "$REPO/tools/distro/make-deb.sh" "$CH" "$OUT" "$KREL" "$BASE/deb" | tail -1
+fi
 exit 0
 }

@@ -65,6 +65,10 @@ KO_DIR=${KO_DIR:-$REPO}
 # (the kernel needs CONFIG_XEN_PVH; Xen then gets a CPU with SVM and nested
 # paging from QEMU, which a PV-only run does not need). DOMU_MEM: MiB per
 # domU (384; a KASAN kernel needs more to unpack the initramfs).
+# A domU that boots a real root file system instead of the check initramfs
+# (the deployment test): VBD0_IMAGE, a disk image used as domU 1's backing
+# disk (its xvda) in place of an empty one; DOMU_RAMDISK, that system's
+# initramfs; DOMU_CMDLINE, its whole kernel command line.
 LOGDIR=${LOGDIR:-$CACHE/logs}
 mkdir -p "$LOGDIR"
 dom0_img=$(bash "$REPO/tools/testing/xen/build-dom0-image.sh" "$KDIR")
@@ -89,7 +93,11 @@ for b in ${DOMU_EXTRA_BINS:-}; do
     while IFS= read -r p; do files+=("$p"); done < <(binary_with_libs "$b")
 done
 mkdir -p "$work/payload"
-make_initramfs "$work/payload/domU.cpio.gz" "${files[@]}"
+if [ -n "${DOMU_RAMDISK:-}" ]; then
+    cp "$DOMU_RAMDISK" "$work/payload/domU.cpio.gz"
+else
+    make_initramfs "$work/payload/domU.cpio.gz" "${files[@]}"
+fi
 cp "${DOMU_KERNEL:-$KDIR/arch/x86/boot/bzImage}" "$work/payload/domU-bzImage"
 cp "$REPO/tools/testing/xen/dom0-run.sh" "$REPO/tools/testing/xen/block-simple" "$REPO/tools/testing/xen/blkif-irqs" \
     "$REPO/tools/testing/xen/save-restore" "$REPO/tools/testing/xen/vbd-stats" "$work/payload/"
@@ -123,7 +131,7 @@ $( ((pin)) && echo 'cpus="1"')
 $([ -n "$frames" ] && echo "max_grant_frames=$frames")
 kernel="/run/payload/domU-bzImage"
 ramdisk="/run/payload/domU.cpio.gz"
-extra="console=hvc0 rdinit=/init quiet loglevel=6$extra${DOMU_APPEND:+ $DOMU_APPEND}"
+extra="${DOMU_CMDLINE:-console=hvc0 rdinit=/init quiet loglevel=6$extra${DOMU_APPEND:+ $DOMU_APPEND}}"
 disk=[$disks]
 on_poweroff="destroy"
 on_crash="destroy"
@@ -155,7 +163,7 @@ timeout --foreground -k 5 "$timeout" qemu-system-x86_64 -accel tcg -cpu $cpu -sm
     -append "console=com1 com1=115200,8n1 loglvl=all guest_loglvl=all dom0_mem=1024M,max:1024M dom0_max_vcpus=1$( ((pin)) && echo ' dom0_vcpus_pin')" \
     -initrd "$KDIR/arch/x86/boot/bzImage console=hvc0 earlyprintk=xen rdinit=/init quiet loglevel=4,$(dirname "$dom0_img")/dom0-initramfs.cpio.gz" \
     -drive "file=$dom0_img,if=none,id=root,format=raw,snapshot=on" -device virtio-blk-pci,drive=root \
-    -drive "file=$work/vbd0.img,if=none,id=vbd,format=raw,cache=unsafe" -device "virtio-blk-pci,drive=vbd,$vbd_opts" \
+    -drive "file=${VBD0_IMAGE:-$work/vbd0.img},if=none,id=vbd,format=raw,cache=unsafe" -device "virtio-blk-pci,drive=vbd,$vbd_opts" \
     -drive "file=$work/payload.tar,if=none,id=payload,format=raw,readonly=on" -device virtio-blk-pci,drive=payload \
     "${extra_vbds[@]}" \
     < /dev/null >> "$log" 2>&1

@@ -25,11 +25,13 @@ rec() { echo "$1 $L: $2" >> "$RESULTS"; }
 # ---- tree + modules + dkms (cached after the first run) ------------------
 plog=$LOGDIR/$L-prepare.log
 t0=$(date +%s)
-if ! out=$(DISTRO_KREL=$KREL bash "$REPO/tools/distro/debian-kdir.sh" --dkms 2> "$plog"); then
-    rec fail "tree/modules for Debian $KREL: $(grep -E '^(refused|error):' "$plog" | tail -1) (log $plog)"
+# The package for suites/65-debian-deploy.sh: only one made by this run.
+rm -f "$CACHE/distro/deb/current"
+if ! out=$(DISTRO_KREL=$KREL bash "$REPO/tools/distro/debian-kdir.sh" --dkms --deb 2> "$plog"); then
+    rec fail "tree/modules/package for Debian $KREL: $(grep -E '^(refused|error):' "$plog" | tail -1) (log $plog)"
     exit 1
 fi
-# D_KDIR D_CHROOT D_OUT (prefixed: KDIR from run-tests.sh is the test kernel,
+# D_KDIR D_CHROOT D_OUT D_DEB (prefixed: KDIR from run-tests.sh is the test kernel,
 # which xen-guest.sh still needs for dom0)
 eval "$(echo "$out" | sed 's/^/D_/')"
 CHROOT=$D_CHROOT OUT=$D_OUT
@@ -37,6 +39,12 @@ rec pass "tree for Debian $KREL prepared from Debian packages ($(($(date +%s) - 
 for ko in "$OUT"/*.ko; do
     rec pass "$(basename "$ko") built in the $(basename "$CHROOT") chroot, vermagic '$(modinfo -F vermagic "$ko")' = Debian's"
 done
+if [ -f "${D_DEB:-}" ]; then
+    rec pass "make deb: $(basename "$D_DEB") built in the chroot, lintian without errors ($(grep -c '^[WIP]: ' "$(dirname "$D_DEB")/blkfront-rs-modules-$KREL.lintian" 2>/dev/null) warnings/notes)"
+    echo "$D_DEB" > "$CACHE/distro/deb/current"
+else
+    rec fail "make deb: no package (log $plog)"
+fi
 if grep -q '^dkms: ok' "$plog"; then
     rec pass "dkms add/build/install in the chroot against the prepared tree"
 else

@@ -1,0 +1,71 @@
+#!/bin/bash
+# Binary Debian package of both modules for one stock kernel release, built
+# inside the chroot made by debian-kdir.sh (Debian's dpkg-deb and lintian):
+#
+#   make-deb.sh CHROOT OUTDIR_OF_MODULES KERNELRELEASE DEST_DIR
+#
+# Package blkfront-rs-modules-<release>: the two .ko under
+# /usr/lib/modules/<release>/updates/blkfront-rs/ (trixie is merged-/usr:
+# that is /lib/modules/...), packaging/modprobe.d/blkfront-rs.conf in
+# /usr/lib/modprobe.d/, packaging/initramfs-tools/hooks/blkfront-rs in
+# /usr/share/initramfs-tools/hooks/; postinst/postrm run depmod and
+# update-initramfs for that release. Lintian runs on the result: an error
+# (E:) fails; its full output is in DEST_DIR/<package>.lintian.
+# Prints "DEB=<path>" last.
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+CH=$1 OUT=$2 KREL=$3 DEST=$4
+P=$REPO/packaging
+inch() { chroot "$CH" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@"; }
+
+base=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' "$REPO/dkms.conf")
+# A version that grows with every commit, and dates from the commit (the
+# same tree gives the same package).
+if epoch=$(git -C "$REPO" log -1 --format=%ct 2>/dev/null); then
+    VERSION=$base+git$(date -u -d "@$epoch" +%Y%m%d%H%M).$(git -C "$REPO" log -1 --format=%h)
+else
+    epoch=$(date +%s) VERSION=$base
+fi
+PKG=blkfront-rs-modules-$KREL
+
+stage=/tmp/blkfront-deb/$PKG        # inside the chroot
+S=$CH$stage
+rm -rf "$CH/tmp/blkfront-deb"
+mkdir -p "$S/DEBIAN" "$S/usr/lib/modules/$KREL/updates/blkfront-rs" "$S/usr/lib/modprobe.d" \
+    "$S/usr/share/initramfs-tools/hooks" "$S/usr/share/doc/$PKG"
+for m in virtio_blk_rs xen_blkfront_rs; do
+    [ -f "$OUT/$m.ko" ] || { echo "error: make deb: $OUT/$m.ko missing" >&2; exit 1; }
+    # Debug info out, as Debian's own kernel modules (unsigned modules: a
+    # signature would not survive this).
+    strip --strip-debug -o "$S/usr/lib/modules/$KREL/updates/blkfront-rs/$m.ko" "$OUT/$m.ko"
+done
+install -m 644 "$P/modprobe.d/blkfront-rs.conf" "$S/usr/lib/modprobe.d/blkfront-rs.conf"
+install -m 755 "$P/initramfs-tools/hooks/blkfront-rs" "$S/usr/share/initramfs-tools/hooks/blkfront-rs"
+install -m 644 "$P/debian/copyright" "$S/usr/share/doc/$PKG/copyright"
+subst() { sed -e "s/@KREL@/$KREL/g" -e "s/@VERSION@/$VERSION/g" -e "s/@SIZE@/${size:-0}/g" \
+    -e "s/@DATE@/$(LC_ALL=C date -u -R -d "@$epoch")/g" "$1"; }
+subst "$P/debian/changelog.in" | gzip -9n > "$S/usr/share/doc/$PKG/changelog.gz"
+for s in postinst postrm; do
+    subst "$P/debian/$s.in" > "$S/DEBIAN/$s"; chmod 755 "$S/DEBIAN/$s"
+done
+size=$(du -sk --exclude=DEBIAN "$S" | cut -f1)
+subst "$P/debian/control.in" > "$S/DEBIAN/control"
+(cd "$S" && find usr -type f -print0 | sort -z | xargs -0 md5sum) > "$S/DEBIAN/md5sums"
+find "$S" -exec touch -h -d "@$epoch" {} +
+
+deb=${PKG}_${VERSION}_amd64.deb
+inch env SOURCE_DATE_EPOCH="$epoch" dpkg-deb --root-owner-group -Zxz --build "$stage" "/tmp/blkfront-deb/$deb" >&2
+mkdir -p "$DEST"
+cp "$CH/tmp/blkfront-deb/$deb" "$DEST/$deb"
+echo "make-deb: built $deb ($(du -h "$DEST/$deb" | cut -f1))" >&2
+
+# Lintian as Debian runs it; overrides would live in the package
+# (usr/share/lintian/overrides/<package>), with the reason beside each.
+# Its exit status is 0 unless it found an error (or could not run).
+if ! inch lintian --info --display-info --pedantic "/tmp/blkfront-deb/$deb" > "$DEST/$PKG.lintian" 2>&1; then
+    sed 's/^/lintian: /' "$DEST/$PKG.lintian" >&2
+    echo "error: make deb: lintian failed or reports errors (see $DEST/$PKG.lintian)" >&2
+    exit 1
+fi
+sed 's/^/lintian: /' "$DEST/$PKG.lintian" >&2
+printf 'DEB=%q\n' "$DEST/$deb"

@@ -1,0 +1,120 @@
+#!/bin/bash
+# Deployment as a guest administrator does it, on Debian's stock kernel: the
+# package that `make deb` built (suites/60-debian-stock.sh builds it and
+# writes its path to $CACHE/distro/deb/current) is installed with dpkg into a
+# trixie root (build-debian-root.sh: debootstrap + linux-image-$KREL), whose
+# postinst runs depmod and update-initramfs there; the root becomes an ext4
+# disk image and boots with Debian's vmlinuz and that initramfs:
+#   virtio: root on vda (virtio-blk-pci), three boots, init= the check
+#   script guest/deploy-boot.sh:
+#     installed  virtio_blk_rs drives vda from the first mount, virtio_blk
+#                not loaded, root rw; a marker file is written;
+#   Xen PV: the same disk as the root (xvda) of a PV domU on xen-blkback
+#     under the harness's Xen (xen-guest.sh; dom0 is the test kernel), the
+#     domU booting Debian's vmlinuz and the same initramfs:
+#     reboot     xen_blkfront_rs drives xvda from the first mount,
+#                xen-blkfront not loaded; the marker reads back;
+#   virtio again:
+#     reboot     the marker reads back; `dpkg -r` in the guest (postrm
+#                rebuilds the initramfs without ours);
+#     removed    booted from the initramfs the guest's postrm made:
+#                virtio_blk drives vda again, the marker reads back.
+# DEPLOY_XEN=0 leaves the Xen boot out.
+set -uo pipefail
+T=$(cd "$(dirname "$0")/.." && pwd)
+. "$T/lib.sh"
+RESULTS=${RESULTS:-$CACHE/results.txt}
+LOGDIR=${LOGDIR:-$CACHE/logs}
+KREL=${DISTRO_KREL:-7.3.4+deb13-amd64}
+L=debian-deploy
+mkdir -p "$LOGDIR"
+rec() { echo "$1 $L: $2" >> "$RESULTS"; }
+
+DEB=$(cat "$CACHE/distro/deb/current" 2>/dev/null)
+[ -f "$DEB" ] || { rec fail "no package from make deb (suites/60-debian-stock.sh did not build one this run)"; exit 1; }
+t0=$(date +%s)
+if ! root=$(bash "$T/build-debian-root.sh"); then
+    rec fail "trixie root with linux-image-$KREL (see $CACHE/deploy/*.log)"; exit 1
+fi
+rec pass "trixie root with Debian's linux-image-$KREL and its initramfs ($(($(date +%s) - t0))s this run; cold build $(cat "$root/.build-seconds")s)"
+
+work=$(mktemp -d "$CACHE/deploy/run.XXXX")
+cleanup() { umount -l "$work/root/proc" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+cp -a "$root" "$work/root"
+R=$work/root
+inroot() { chroot "$R" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"; }
+
+# ---- install the package the way an administrator does -------------------
+mount -t proc proc "$R/proc"
+cp "$DEB" "$R/tmp/"
+if inroot dpkg -i "/tmp/$(basename "$DEB")" > "$LOGDIR/$L-dpkg.log" 2>&1; then
+    rec pass "dpkg -i $(basename "$DEB") in the trixie root"
+else
+    rec fail "dpkg -i $(basename "$DEB") in the trixie root (log $LOGDIR/$L-dpkg.log)"; exit 1
+fi
+grep -q "update-initramfs: Generating /boot/initrd.img-$KREL" "$LOGDIR/$L-dpkg.log" &&
+    rec pass "postinst regenerated the initramfs of $KREL" ||
+    rec fail "postinst did not regenerate the initramfs (log $LOGDIR/$L-dpkg.log)"
+for m in virtio_blk_rs xen_blkfront_rs; do
+    f=$(inroot modinfo -k "$KREL" -F filename "$m" 2>&1)
+    [[ $f == /usr/lib/modules/$KREL/updates/blkfront-rs/$m.ko ]] &&
+        rec pass "modinfo -k $KREL finds $m in updates/ (depmod ran)" ||
+        rec fail "modinfo -k $KREL $m: '$f'"
+done
+# udev looks the device up by modalias: ours must be among the answers.
+for a in "virtio:d00000002v00001AF4 virtio_blk_rs" "xen:vbd xen_blkfront_rs"; do
+    set -- $a
+    got=$(inroot modprobe -S "$KREL" -R "$1" 2>&1 | tr '\n' ' ')
+    [[ " $got " == *" $2 "* ]] && rec pass "modprobe -R $1 resolves to $2 ($got)" || rec fail "modprobe -R $1: '$got', want $2"
+done
+lsi=$(inroot lsinitramfs "/boot/initrd.img-$KREL")
+for f in virtio_blk_rs.ko xen_blkfront_rs.ko lib/modprobe.d/blkfront-rs.conf; do
+    echo "$lsi" | grep -q "$f\$" && rec pass "initramfs contains $f" || rec fail "initramfs lacks $f"
+done
+umount "$R/proc"
+
+# ---- the root disk image -------------------------------------------------
+mkdir -p "$R/guest"
+cp "$T/guest/common.sh" "$R/guest/common.sh"
+install -m 755 "$T/guest/deploy-boot.sh" "$R/usr/local/sbin/blkfront-deploy-check"
+cp "$R/boot/vmlinuz-$KREL" "$work/vmlinuz"
+cp "$R/boot/initrd.img-$KREL" "$work/initrd.installed"
+img=$work/root.img
+truncate -s $(( $(du -sm "$R" | cut -f1) + 1024 ))M "$img"
+mke2fs -q -t ext4 -L root -d "$R" "$img" || { rec fail "mke2fs -d of the trixie root"; exit 1; }
+rm -rf "$R"
+
+args() { # PHASE DISK OURS C
+    echo "init=/usr/local/sbin/blkfront-deploy-check blkfront_test=$1 blkfront_disk=$2 blkfront_ours=$3 blkfront_c=$4"
+}
+# boot_virtio PHASE INITRD [MORE CMDLINE]: Debian's vmlinuz, root on a
+# virtio-blk disk.
+boot_virtio() {
+    local phase=$1 initrd=$2 more=${3:-} log=$LOGDIR/$L-virtio-$1.log
+    log "deploy: booting Debian's $KREL from vda ($phase), log $log"
+    timeout --foreground -k 5 "${DEPLOY_TIMEOUT:-600}" qemu-system-x86_64 -accel tcg -cpu qemu64 -smp 2 -m 1024 \
+        -nographic -monitor none -serial stdio -no-reboot \
+        -kernel "$work/vmlinuz" -initrd "$initrd" \
+        -append "root=/dev/vda rw console=ttyS0 panic=-1 loglevel=5 $(args "$phase" vda virtio_blk_rs virtio_blk) $more" \
+        -drive "file=$img,if=none,id=root,format=raw,cache=unsafe" -device virtio-blk-pci,drive=root \
+        < /dev/null > "$log" 2>&1
+    (($? == 124)) && echo "GUEST-EXIT-TIMEOUT" >> "$log"
+    collect_results "$log" "$L-virtio-$phase"
+}
+boot_virtio installed "$work/initrd.installed"
+if [ "${DEPLOY_XEN:-1}" = 1 ]; then
+    log "deploy: the same root as xvda of a Xen PV domU"
+    VBD0_IMAGE=$img DOMU_KERNEL=$work/vmlinuz DOMU_RAMDISK=$work/initrd.installed DOMU_MEM=768 \
+        DOMU_CMDLINE="root=/dev/xvda rw console=hvc0 loglevel=5 $(args reboot xvda xen_blkfront_rs xen_blkfront)" \
+        bash "$T/xen-guest.sh" -l "$L-xen-pv" -t 600 "$T/guest/deploy-boot.sh" || true
+fi
+boot_virtio reboot "$work/initrd.installed" blkfront_remove=1
+# The initramfs the guest's postrm wrote, as a bootloader would load it.
+if debugfs -R "dump /boot/initrd.img-$KREL $work/initrd.removed" "$img" > /dev/null 2>&1 &&
+    ! cmp -s "$work/initrd.installed" "$work/initrd.removed"; then
+    boot_virtio removed "$work/initrd.removed"
+else
+    rec fail "no new initramfs in the image after dpkg -r in the guest"
+fi
+exit 0

@@ -20,11 +20,13 @@ inch() { chroot "$CH" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/r
 
 base=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' "$REPO/dkms.conf")
 # A version that grows with every commit, and dates from the commit (the
-# same tree gives the same package).
+# same tree gives the same package). The commit's hash goes into the
+# changelog, not the version: with it the file name passes lintian's 80
+# characters (package-has-long-file-name) for no kernel release.
 if epoch=$(git -C "$REPO" log -1 --format=%ct 2>/dev/null); then
-    VERSION=$base+git$(date -u -d "@$epoch" +%Y%m%d%H%M).$(git -C "$REPO" log -1 --format=%h)
+    VERSION=$base+git$(date -u -d "@$epoch" +%Y%m%d%H%M) COMMIT=$(git -C "$REPO" log -1 --format=%h)
 else
-    epoch=$(date +%s) VERSION=$base
+    epoch=$(date +%s) VERSION=$base COMMIT=unknown
 fi
 PKG=blkfront-rs-modules-$KREL
 
@@ -42,7 +44,7 @@ done
 install -m 644 "$P/modprobe.d/blkfront-rs.conf" "$S/usr/lib/modprobe.d/blkfront-rs.conf"
 install -m 755 "$P/initramfs-tools/hooks/blkfront-rs" "$S/usr/share/initramfs-tools/hooks/blkfront-rs"
 install -m 644 "$P/debian/copyright" "$S/usr/share/doc/$PKG/copyright"
-subst() { sed -e "s/@KREL@/$KREL/g" -e "s/@VERSION@/$VERSION/g" -e "s/@SIZE@/${size:-0}/g" \
+subst() { sed -e "s/@KREL@/$KREL/g" -e "s/@VERSION@/$VERSION/g" -e "s/@SIZE@/${size:-0}/g" -e "s/@COMMIT@/$COMMIT/g" \
     -e "s/@DATE@/$(LC_ALL=C date -u -R -d "@$epoch")/g" "$1"; }
 subst "$P/debian/changelog.in" | gzip -9n > "$S/usr/share/doc/$PKG/changelog.gz"
 for s in postinst postrm; do

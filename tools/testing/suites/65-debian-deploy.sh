@@ -58,7 +58,8 @@ grep -q "update-initramfs: Generating /boot/initrd.img-$KREL" "$LOGDIR/$L-dpkg.l
     rec fail "postinst did not regenerate the initramfs (log $LOGDIR/$L-dpkg.log)"
 for m in virtio_blk_rs xen_blkfront_rs; do
     f=$(inroot modinfo -k "$KREL" -F filename "$m" 2>&1)
-    [[ $f == /usr/lib/modules/$KREL/updates/blkfront-rs/$m.ko ]] &&
+    # trixie is merged-/usr: kmod names it /lib/modules/..., dpkg /usr/lib/...
+    [[ $f =~ ^(/usr)?/lib/modules/"$KREL"/updates/blkfront-rs/"$m"\.ko$ ]] &&
         rec pass "modinfo -k $KREL finds $m in updates/ (depmod ran)" ||
         rec fail "modinfo -k $KREL $m: '$f'"
 done

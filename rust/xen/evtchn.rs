@@ -133,6 +133,12 @@ impl<T: Handler> Drop for BoundIrq<T> {
 pub struct Notifier(u32);
 
 impl Notifier {
+    /// Whether this notifier names a channel (the default names none and
+    /// does nothing).
+    pub fn is_set(&self) -> bool {
+        self.0 != 0
+    }
+
     /// Sends an event to the backend.
     pub fn notify(&self) {
         if self.0 == 0 {

@@ -203,14 +203,27 @@ impl<O: BlockOps> RingHandle<O> {
     /// [`RingHandle::publish`].
     pub(crate) fn reconnect(&mut self, dev: &Device, nr_pages: u32) -> Result {
         let (pages, front) = new_shared_ring(dev, nr_pages)?;
-        let old_pages = {
+        let (old_pages, stale) = {
             let mut st = self.ring.state.lock();
+            // `suspend` must have left no way to the old channel: a notifier
+            // or an unpushed batch surviving until here means a
+            // `commit_rqs` in the window could notify an irq unbound (and
+            // perhaps reused) since. Checked on every reconnect, reported
+            // once per ring (`xen-suspend.sh` asserts it never is).
+            let stale = st.notifier.is_set() || st.pending_push;
             st.front = front;
             st.broken = false;
             st.dead = false;
             st.pending_push = false;
-            core::mem::replace(&mut st.pages, pages)
+            (core::mem::replace(&mut st.pages, pages), stale)
         };
+        if stale {
+            dev_warn!(
+                dev.as_device(),
+                "ring {}: the old event channel's notifier survived the suspend\n",
+                self.ring.index
+            );
+        }
         // Ends the old ring grants and frees the pages, outside the lock.
         drop(old_pages);
         self.bind_irq(dev)

@@ -127,6 +127,14 @@ impl<T: Operations> GenDisk<T> {
         }
     }
 
+    /// `HDIO_GETGEO` as xen-blkfront answers it (`blkif_getgeo`): 255
+    /// heads, 63 sectors per track and the cylinders that fit the current
+    /// capacity (0xffff when they do not), computed at each call.
+    pub fn set_xen_geometry(&self) {
+        // SAFETY: the disk is valid and was allocated by the shim.
+        unsafe { shim::blkfront_rs_blkmq_set_xen_geometry(self.raw().cast()) }
+    }
+
     /// Serial number for `/sys/block/<disk>/serial` (at most 31 bytes kept);
     /// set it before [`GenDisk::add`].
     pub fn set_serial(&self, serial: &[u8]) {

@@ -20,6 +20,7 @@ static_assert(BLKFRONT_RS_BLK_FEAT_ROTATIONAL == (__force unsigned int)BLK_FEAT_
 struct blkfront_rs_disk_priv {
 	char serial[BLKFRONT_RS_SERIAL_MAX + 1];
 	bool has_geometry;
+	bool xen_geometry;
 	u16 cylinders;
 	u8 heads;
 	u8 sectors;
@@ -33,6 +34,18 @@ static int blkfront_rs_blkmq_getgeo(struct gendisk *disk, struct hd_geometry *ge
 		geo->cylinders = p->cylinders;
 		geo->heads = p->heads;
 		geo->sectors = p->sectors;
+	} else if (p && p->xen_geometry) {
+		/* xen-blkfront's blkif_getgeo: 255 heads, 63 sectors, the
+		 * cylinders that fit the capacity (0xffff when they do not). */
+		sector_t nsect = get_capacity(disk);
+		sector_t cylinders = nsect;
+
+		geo->heads = 0xff;
+		geo->sectors = 0x3f;
+		sector_div(cylinders, geo->heads * geo->sectors);
+		geo->cylinders = cylinders;
+		if ((sector_t)(geo->cylinders + 1) * geo->heads * geo->sectors < nsect)
+			geo->cylinders = 0xffff;
 	} else {
 		/* Same defaults as virtio_blk and sd. */
 		geo->heads = 1 << 6;
@@ -85,6 +98,13 @@ void blkfront_rs_blkmq_put_disk(struct gendisk *disk, bool added)
 bool blkfront_rs_blkmq_get_disk_ro(struct gendisk *disk)
 {
 	return get_disk_ro(disk);
+}
+
+void blkfront_rs_blkmq_set_xen_geometry(struct gendisk *disk)
+{
+	struct blkfront_rs_disk_priv *p = disk->private_data;
+
+	p->xen_geometry = true;
 }
 
 void blkfront_rs_blkmq_set_geometry(struct gendisk *disk, u16 cylinders,

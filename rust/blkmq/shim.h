@@ -52,6 +52,8 @@ void blkfront_rs_blkmq_put_disk(struct gendisk *disk, bool added);
 bool blkfront_rs_blkmq_get_disk_ro(struct gendisk *disk);
 void blkfront_rs_blkmq_set_geometry(struct gendisk *disk, u16 cylinders,
 				    u8 heads, u8 sectors);
+/* HDIO_GETGEO as xen-blkfront: 255 heads, 63 sectors, cylinders from the capacity. */
+void blkfront_rs_blkmq_set_xen_geometry(struct gendisk *disk);
 /* Serial shown in /sys/block/<disk>/serial (hidden while empty); set before add. */
 void blkfront_rs_blkmq_set_serial(struct gendisk *disk, const char *serial, size_t len);
 /* device_add_disk() with our attribute groups (serial). */

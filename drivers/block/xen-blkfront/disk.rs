@@ -290,6 +290,8 @@ impl Disk {
             GFP_KERNEL,
         )?;
         let mut gd = GenDisk::new(tagset, limits, fmt!("{}", name.as_str()), n.sectors)?;
+        // Partitioning tools see the geometry upstream gives (255/63).
+        gd.set_xen_geometry();
         // Upstream's numbers when we hold the major and the minors are
         // free; dynamic ones otherwise (the name is the same either way).
         let minors = match xvd_minors(vdevice) {

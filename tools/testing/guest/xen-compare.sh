@@ -18,6 +18,11 @@ run() { # driver-label
     [ -e /sys/block/$D ] && ok "$1: $D appears" || { not_ok "$1: $D appears"; return; }
     topology_line $D
     dmesg | grep "blkfront: $D:" | tail -1
+    # HDIO_GETGEO (busybox fdisk asks it): ours answers as the C driver.
+    fdisk -l /dev/$D 2>/dev/null | grep heads > /tmp/geo-$1
+    echo "GEOMETRY $1 $D: $(cat /tmp/geo-$1)"
+    check "$1: $D geometry is upstream's 255 heads, 63 sectors/track" grep -q ' 255 heads, 63 sectors/track' /tmp/geo-$1
+    [ "$1" = RS ] && expect_eq "$D geometry (HDIO_GETGEO) same as the C driver's" "$(cat /tmp/geo-RS)" "$(cat /tmp/geo-C 2>/dev/null)"
     perf_dd "$1 write 1M" if=/dev/zero of=/dev/$D bs=1M count=64 seek=64 oflag=direct
     perf_dd "$1 read 1M" if=/dev/$D of=/dev/null bs=1M count=64 skip=64 iflag=direct
     perf_dd "$1 write 128k" if=/dev/zero of=/dev/$D bs=128k count=512 seek=1024 oflag=direct

@@ -15,12 +15,7 @@
 set -uo pipefail
 T=$(cd "$(dirname "$0")/.." && pwd)
 . "$T/lib.sh"
-RESULTS=${RESULTS:-$CACHE/results.txt}
-LOGDIR=${LOGDIR:-$CACHE/logs}
-KREL=${DISTRO_KREL:-7.3.4+deb13-amd64}
-L=debian-stock
-mkdir -p "$LOGDIR"
-rec() { echo "$1 $L: $2" >> "$RESULTS"; }
+debian_suite debian-stock
 
 # ---- tree + modules + dkms (cached after the first run) ------------------
 plog=$LOGDIR/$L-prepare.log

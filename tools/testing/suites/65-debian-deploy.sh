@@ -23,12 +23,7 @@
 set -uo pipefail
 T=$(cd "$(dirname "$0")/.." && pwd)
 . "$T/lib.sh"
-RESULTS=${RESULTS:-$CACHE/results.txt}
-LOGDIR=${LOGDIR:-$CACHE/logs}
-KREL=${DISTRO_KREL:-7.3.4+deb13-amd64}
-L=debian-deploy
-mkdir -p "$LOGDIR"
-rec() { echo "$1 $L: $2" >> "$RESULTS"; }
+debian_suite debian-deploy
 
 DEB=$(cat "$CACHE/distro/deb/current" 2>/dev/null)
 [ -f "$DEB" ] || { rec fail "no package from make deb (suites/60-debian-stock.sh did not build one this run)"; exit 1; }

@@ -5,9 +5,7 @@
 # kernel command line:
 #   blkfront_test=installed  package installed: ours drives the root disk;
 #                            writes a marker file for the next boot
-#   blkfront_test=reboot     the marker reads back, still ours; with
-#                            blkfront_remove=1 then removes the package (its
-#                            postrm rebuilds the initramfs)
+#   blkfront_test=reboot     the marker reads back, still ours
 #   blkfront_test=removed    the C driver drives the root disk again, the
 #                            marker still reads back
 #   blkfront_disk=vda|xvda  blkfront_ours=<module>  blkfront_c=<module>
@@ -52,14 +50,6 @@ installed)
     ;;
 reboot)
     check "marker file written before the reboot reads back" sha256sum -c --quiet $marker.sha256
-    if [ "$(arg blkfront_remove)" = 1 ]; then
-        out=$(dpkg -r "$pkg" 2>&1); rc=$?
-        echo "$out" | tail -5
-        expect_eq "dpkg -r $pkg (postrm: depmod, update-initramfs)" "$rc" 0
-        check "ours gone from the initramfs postrm made" sh -c "! lsinitramfs /boot/initrd.img-$krel | grep -q '$ours\\.ko'"
-        cpat=$(echo "$cdrv" | sed 's/_/[-_]/g')     # xen_blkfront is xen-blkfront.ko
-        check "C driver in that initramfs" sh -c "lsinitramfs /boot/initrd.img-$krel | grep -q '/$cpat\\.ko'"
-    fi
     ;;
 removed)
     check "marker file reads back on the C driver" sha256sum -c --quiet $marker.sha256

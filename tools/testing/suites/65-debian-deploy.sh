@@ -73,7 +73,9 @@ for a in "virtio:d00000002v00001AF4 virtio_blk_rs" "xen:vbd xen_blkfront_rs"; do
 done
 lsi=$(inroot lsinitramfs "/boot/initrd.img-$KREL")
 for f in virtio_blk_rs.ko xen_blkfront_rs.ko lib/modprobe.d/blkfront-rs.conf; do
-    echo "$lsi" | grep -q "$f\$" && rec pass "initramfs contains $f" || rec fail "initramfs lacks $f"
+    # A here-string, not `echo | grep -q`: under pipefail grep's early exit
+    # fails the pipeline (SIGPIPE) when the listing is long.
+    grep -q "$f\$" <<< "$lsi" && rec pass "initramfs contains $f" || rec fail "initramfs lacks $f"
 done
 umount "$R/proc"
 
@@ -122,10 +124,10 @@ if mount -o loop "$img" "$M" && mount -t proc proc "$M/proc"; then
         rec fail "dpkg -r $PKG in the image (log $LOGDIR/$L-dpkg-r.log)"
     fi
     lsr=$(IN=$M inroot lsinitramfs "/boot/initrd.img-$KREL")
-    ! echo "$lsr" | grep -qE '/(virtio_blk_rs|xen_blkfront_rs)\.ko' &&
+    ! grep -qE '/(virtio_blk_rs|xen_blkfront_rs)\.ko' <<< "$lsr" &&
         rec pass "ours gone from the initramfs postrm made" ||
         rec fail "ours still in the initramfs after dpkg -r"
-    echo "$lsr" | grep -q '/virtio_blk\.ko' && echo "$lsr" | grep -q '/xen-blkfront\.ko' &&
+    grep -q '/virtio_blk\.ko' <<< "$lsr" && grep -q '/xen-blkfront\.ko' <<< "$lsr" &&
         rec pass "both C drivers in that initramfs" ||
         rec fail "a C driver missing from the initramfs after dpkg -r"
     cp "$M/boot/initrd.img-$KREL" "$work/initrd.removed"

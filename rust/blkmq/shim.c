@@ -19,8 +19,8 @@ static_assert(BLKFRONT_RS_BLK_FEAT_ROTATIONAL == (__force unsigned int)BLK_FEAT_
 /* Lives as long as the gendisk: freed by ->free_disk. */
 struct blkfront_rs_disk_priv {
 	char serial[BLKFRONT_RS_SERIAL_MAX + 1];
-	bool has_geometry;
-	bool xen_geometry;
+	/* What HDIO_GETGEO answers (one of three, so one field). */
+	enum { GEO_SD_DEFAULT, GEO_FIXED, GEO_XEN } geometry;
 	u16 cylinders;
 	u8 heads;
 	u8 sectors;
@@ -30,11 +30,11 @@ static int blkfront_rs_blkmq_getgeo(struct gendisk *disk, struct hd_geometry *ge
 {
 	struct blkfront_rs_disk_priv *p = disk->private_data;
 
-	if (p && p->has_geometry) {
+	if (p && p->geometry == GEO_FIXED) {
 		geo->cylinders = p->cylinders;
 		geo->heads = p->heads;
 		geo->sectors = p->sectors;
-	} else if (p && p->xen_geometry) {
+	} else if (p && p->geometry == GEO_XEN) {
 		/* xen-blkfront's blkif_getgeo: 255 heads, 63 sectors, the
 		 * cylinders that fit the capacity (0xffff when they do not). */
 		sector_t nsect = get_capacity(disk);
@@ -104,7 +104,7 @@ void blkfront_rs_blkmq_set_xen_geometry(struct gendisk *disk)
 {
 	struct blkfront_rs_disk_priv *p = disk->private_data;
 
-	p->xen_geometry = true;
+	p->geometry = GEO_XEN;
 }
 
 void blkfront_rs_blkmq_set_geometry(struct gendisk *disk, u16 cylinders,
@@ -115,7 +115,7 @@ void blkfront_rs_blkmq_set_geometry(struct gendisk *disk, u16 cylinders,
 	p->cylinders = cylinders;
 	p->heads = heads;
 	p->sectors = sectors;
-	p->has_geometry = true;
+	p->geometry = GEO_FIXED;
 }
 
 /* /sys/block/<disk>/serial, like virtio_blk's (no newline), from a cached value. */

@@ -141,7 +141,7 @@ impl Notifier {
 
     /// Sends an event to the backend.
     pub fn notify(&self) {
-        if self.0 == 0 {
+        if !self.is_set() {
             return;
         }
         // SAFETY: the event code looks the irq up and ignores unbound ones.

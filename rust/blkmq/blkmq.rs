@@ -185,8 +185,18 @@ pub trait Operations: Sized + 'static {
     /// Notify the device about requests queued without `last`.
     fn commit_rqs(qd: QueueDataRef<'_, Self>, hctx: HwQueue);
 
-    /// Finish a request handed to [`Request::complete`] (softirq context).
+    /// Finish a request handed to [`Request::complete`] (softirq context,
+    /// or the polling task for a polled request).
     fn complete(qd: QueueDataRef<'_, Self>, rq: Request<Self>);
+
+    /// Reap the completions of polled hardware queue `hctx` (one of the tag
+    /// set's poll queues: no interrupt): hand each finished request to
+    /// [`Request::complete`] and return how many there were. Only called
+    /// for tag sets made with poll queues.
+    fn poll(qd: QueueDataRef<'_, Self>, hctx: HwQueue) -> u32 {
+        let _ = (qd, hctx);
+        0
+    }
 }
 
 /// A request `queue_rq_or_reject` gives back to blk-mq with a status:
@@ -215,6 +225,26 @@ impl HwQueue {
     /// Index of this hardware queue (0-based).
     pub fn index(&self) -> u32 {
         self.index
+    }
+}
+
+/// A C `struct attribute_group` for a disk, from a bus abstraction's shim.
+///
+/// # Invariants
+///
+/// Points to a static `struct attribute_group` whose callbacks work on any
+/// disk of the driver that sets it.
+#[derive(Clone, Copy)]
+pub struct AttributeGroup(*const c_void);
+
+impl AttributeGroup {
+    /// # Safety
+    ///
+    /// `group` must point to a static `struct attribute_group` whose
+    /// callbacks are valid for the disks it will be set on.
+    pub unsafe fn from_raw(group: *const c_void) -> Self {
+        // INVARIANT: per the function's contract.
+        Self(group)
     }
 }
 

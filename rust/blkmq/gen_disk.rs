@@ -135,6 +135,27 @@ impl<T: Operations> GenDisk<T> {
         unsafe { shim::blkfront_rs_blkmq_set_xen_geometry(self.raw().cast()) }
     }
 
+    /// `ioctl` as xen-blkfront answers it (`blkif_ioctl`): the two CD-ROM
+    /// ioctls that tools ask of any disk (`CDROMMULTISESSION`: zeros;
+    /// `CDROM_GET_CAPABILITY`: success only for a CD-ROM), `EINVAL` for the
+    /// rest. Without it every driver ioctl is `ENOTTY`.
+    pub fn set_xen_ioctls(&self, cdrom: bool) {
+        // SAFETY: the disk is valid and was allocated by the shim.
+        unsafe { shim::blkfront_rs_blkmq_set_xen_ioctls(self.raw().cast(), cdrom) }
+    }
+
+    /// Removable media (`/sys/block/<disk>/removable`); before
+    /// [`GenDisk::add`].
+    pub fn set_removable(&mut self) -> Result {
+        if self.added {
+            return Err(code::EINVAL);
+        }
+        // SAFETY: the disk is valid and not added yet: nothing else reads
+        // its flags.
+        unsafe { shim::blkfront_rs_blkmq_set_removable(self.raw().cast()) };
+        Ok(())
+    }
+
     /// Serial number for `/sys/block/<disk>/serial` (at most 31 bytes kept);
     /// set it before [`GenDisk::add`].
     pub fn set_serial(&self, serial: &[u8]) {
@@ -165,6 +186,18 @@ impl<T: Operations> GenDisk<T> {
             (*self.raw()).first_minor = fi;
             (*self.raw()).minors = mi;
         }
+        Ok(())
+    }
+
+    /// One more sysfs attribute group for the disk (e.g. virtio-blk's
+    /// `cache_type`); before [`GenDisk::add`].
+    pub fn set_attribute_group(&mut self, group: AttributeGroup) -> Result {
+        if self.added {
+            return Err(code::EINVAL);
+        }
+        // SAFETY: the disk is valid, allocated by the shim and not added;
+        // the group is static (`AttributeGroup` invariant).
+        unsafe { shim::blkfront_rs_blkmq_set_attr_group(self.raw().cast(), group.0) };
         Ok(())
     }
 

@@ -2,6 +2,7 @@
 /* C half of rust/blkmq: macros and static inlines only. */
 #include <linux/blk-mq.h>
 #include <linux/blkdev.h>
+#include <linux/cdrom.h>
 #include <linux/hdreg.h>
 #include <linux/module.h>
 #include <linux/slab.h>
@@ -24,6 +25,12 @@ struct blkfront_rs_disk_priv {
 	u16 cylinders;
 	u8 heads;
 	u8 sectors;
+	/* What ioctl answers: nothing (-ENOTTY), or xen-blkfront's two CD-ROM
+	 * ioctls for a disk (`XEN_DISK`) or a CD-ROM (`XEN_CDROM`). */
+	enum { IOCTL_NONE, IOCTL_XEN_DISK, IOCTL_XEN_CDROM } ioctls;
+	/* The disk's attribute groups (device_add_disk keeps the pointer):
+	 * ours (serial), then one from the driver's bus abstraction, if any. */
+	const struct attribute_group *groups[3];
 };
 
 static int blkfront_rs_blkmq_getgeo(struct gendisk *disk, struct hd_geometry *geo)
@@ -55,6 +62,28 @@ static int blkfront_rs_blkmq_getgeo(struct gendisk *disk, struct hd_geometry *ge
 	return 0;
 }
 
+/* xen-blkfront's blkif_ioctl, for the disks that asked for it. */
+static int blkfront_rs_blkmq_ioctl(struct block_device *bdev, blk_mode_t mode,
+				   unsigned int command, unsigned long argument)
+{
+	struct blkfront_rs_disk_priv *p = bdev->bd_disk->private_data;
+	size_t i;
+
+	if (!p || p->ioctls == IOCTL_NONE)
+		return -ENOTTY;
+	switch (command) {
+	case CDROMMULTISESSION:
+		for (i = 0; i < sizeof(struct cdrom_multisession); i++)
+			if (put_user(0, (char __user *)(argument + i)))
+				return -EFAULT;
+		return 0;
+	case CDROM_GET_CAPABILITY:
+		return p->ioctls == IOCTL_XEN_CDROM ? 0 : -EINVAL;
+	default:
+		return -EINVAL;
+	}
+}
+
 static void blkfront_rs_blkmq_free_disk(struct gendisk *disk)
 {
 	kfree(disk->private_data);
@@ -63,6 +92,7 @@ static void blkfront_rs_blkmq_free_disk(struct gendisk *disk)
 static const struct block_device_operations blkfront_rs_blkmq_fops = {
 	.owner = THIS_MODULE,
 	.getgeo = blkfront_rs_blkmq_getgeo,
+	.ioctl = blkfront_rs_blkmq_ioctl,
 	.free_disk = blkfront_rs_blkmq_free_disk,
 };
 
@@ -107,6 +137,18 @@ void blkfront_rs_blkmq_set_xen_geometry(struct gendisk *disk)
 	p->geometry = GEO_XEN;
 }
 
+void blkfront_rs_blkmq_set_xen_ioctls(struct gendisk *disk, bool cdrom)
+{
+	struct blkfront_rs_disk_priv *p = disk->private_data;
+
+	p->ioctls = cdrom ? IOCTL_XEN_CDROM : IOCTL_XEN_DISK;
+}
+
+void blkfront_rs_blkmq_set_removable(struct gendisk *disk)
+{
+	disk->flags |= GENHD_FL_REMOVABLE;
+}
+
 void blkfront_rs_blkmq_set_geometry(struct gendisk *disk, u16 cylinders,
 				    u8 heads, u8 sectors)
 {
@@ -144,11 +186,6 @@ static const struct attribute_group blkfront_rs_disk_attr_group = {
 	.is_visible = blkfront_rs_disk_attr_visible,
 };
 
-static const struct attribute_group *blkfront_rs_disk_attr_groups[] = {
-	&blkfront_rs_disk_attr_group,
-	NULL,
-};
-
 void blkfront_rs_blkmq_set_serial(struct gendisk *disk, const char *serial, size_t len)
 {
 	struct blkfront_rs_disk_priv *p = disk->private_data;
@@ -158,9 +195,19 @@ void blkfront_rs_blkmq_set_serial(struct gendisk *disk, const char *serial, size
 	p->serial[len] = '\0';
 }
 
+void blkfront_rs_blkmq_set_attr_group(struct gendisk *disk, const void *group)
+{
+	struct blkfront_rs_disk_priv *p = disk->private_data;
+
+	p->groups[1] = group;
+}
+
 int blkfront_rs_blkmq_add_disk(struct device *parent, struct gendisk *disk)
 {
-	return device_add_disk(parent, disk, blkfront_rs_disk_attr_groups);
+	struct blkfront_rs_disk_priv *p = disk->private_data;
+
+	p->groups[0] = &blkfront_rs_disk_attr_group;
+	return device_add_disk(parent, disk, p->groups);
 }
 
 void blkfront_rs_blkmq_limits_start_update(struct gendisk *disk,

@@ -54,9 +54,20 @@ void blkfront_rs_blkmq_set_geometry(struct gendisk *disk, u16 cylinders,
 				    u8 heads, u8 sectors);
 /* HDIO_GETGEO as xen-blkfront: 255 heads, 63 sectors, cylinders from the capacity. */
 void blkfront_rs_blkmq_set_xen_geometry(struct gendisk *disk);
+/*
+ * ioctl as xen-blkfront's blkif_ioctl: CDROMMULTISESSION (zeros) and
+ * CDROM_GET_CAPABILITY (0 for a CD-ROM, else -EINVAL); others -EINVAL.
+ * Disks without it answer -ENOTTY to every ioctl the block layer passes on.
+ */
+void blkfront_rs_blkmq_set_xen_ioctls(struct gendisk *disk, bool cdrom);
+/* GENHD_FL_REMOVABLE (/sys/block/<disk>/removable = 1); set before add. */
+void blkfront_rs_blkmq_set_removable(struct gendisk *disk);
 /* Serial shown in /sys/block/<disk>/serial (hidden while empty); set before add. */
 void blkfront_rs_blkmq_set_serial(struct gendisk *disk, const char *serial, size_t len);
-/* device_add_disk() with our attribute groups (serial). */
+/* One more attribute group for the disk (a `const struct attribute_group *`
+ * from a bus abstraction's shim, static); before add. */
+void blkfront_rs_blkmq_set_attr_group(struct gendisk *disk, const void *group);
+/* device_add_disk() with our attribute groups (serial, and the one above). */
 int blkfront_rs_blkmq_add_disk(struct device *parent, struct gendisk *disk);
 /* queue_limits_start_update() is a static inline. */
 void blkfront_rs_blkmq_limits_start_update(struct gendisk *disk,

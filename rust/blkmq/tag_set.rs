@@ -21,6 +21,9 @@ pub struct TagSet<T: Operations> {
     #[pin]
     inner: Opaque<bindings::blk_mq_tag_set>,
     max_segments: u32,
+    /// The last `poll_queues` hardware queues are polled (blk-mq's
+    /// `HCTX_TYPE_POLL` map); the others take interrupts.
+    poll_queues: u32,
     /// Device whose interrupt affinity maps CPUs to queues, or null for
     /// blk-mq's default spread. Outlives the tag set (see `with_irq_affinity`).
     irq_dev: *mut bindings::device,
@@ -45,6 +48,7 @@ impl<T: Operations> TagSet<T> {
     ) -> impl PinInit<Self, Error> {
         Self::build(
             nr_hw_queues,
+            0,
             queue_depth,
             max_segments,
             data,
@@ -55,7 +59,10 @@ impl<T: Operations> TagSet<T> {
     /// Like [`TagSet::new`], but CPUs are mapped to hardware queues by the
     /// interrupt affinity of `dev`'s queue interrupts
     /// (`blk_mq_map_hw_queues`, e.g. one virtqueue per CPU group), falling
-    /// back to blk-mq's default spread when the bus has no affinity.
+    /// back to blk-mq's default spread when the bus has no affinity; and the
+    /// last `poll_queues` of the `nr_hw_queues` (fewer than all) have no
+    /// interrupt: they serve polled I/O (`HCTX_TYPE_POLL`, io_uring's
+    /// `IORING_SETUP_IOPOLL`), reaped by [`Operations::poll`].
     ///
     /// # Safety
     ///
@@ -63,6 +70,7 @@ impl<T: Operations> TagSet<T> {
     /// own device, with the tag set freed in its `remove`).
     pub unsafe fn with_irq_affinity(
         nr_hw_queues: u32,
+        poll_queues: u32,
         queue_depth: u32,
         max_segments: u32,
         data: T::QueueData,
@@ -70,6 +78,7 @@ impl<T: Operations> TagSet<T> {
     ) -> impl PinInit<Self, Error> {
         Self::build(
             nr_hw_queues,
+            poll_queues,
             queue_depth,
             max_segments,
             data,
@@ -79,6 +88,7 @@ impl<T: Operations> TagSet<T> {
 
     fn build(
         nr_hw_queues: u32,
+        poll_queues: u32,
         queue_depth: u32,
         max_segments: u32,
         data: T::QueueData,
@@ -88,11 +98,20 @@ impl<T: Operations> TagSet<T> {
         let cmd_size = max_segments
             .checked_mul(size_of::<bindings::scatterlist>() as u32)
             .and_then(|s| s.checked_add(sg_offset::<T::RequestData>() as u32));
-        let valid = max_segments != 0 && nr_hw_queues != 0 && queue_depth != 0;
+        let valid = max_segments != 0
+            && nr_hw_queues != 0
+            && queue_depth != 0
+            && poll_queues < nr_hw_queues;
+        let nr_maps = if poll_queues == 0 {
+            1
+        } else {
+            bindings::hctx_type_HCTX_MAX_TYPES
+        };
         // `irq_dev` first: `blk_mq_alloc_tag_set` calls `map_queues`, which
         // reads it (pin-init initialises fields in the order written here).
         try_pin_init!(Self {
             irq_dev,
+            poll_queues,
             max_segments,
             inner <- Opaque::try_ffi_init(move |slot: *mut bindings::blk_mq_tag_set| {
                 let cmd_size = cmd_size.ok_or(code::EINVAL)?;
@@ -109,7 +128,7 @@ impl<T: Operations> TagSet<T> {
                     (*slot).queue_depth = queue_depth;
                     (*slot).numa_node = bindings::NUMA_NO_NODE;
                     (*slot).cmd_size = cmd_size;
-                    (*slot).nr_maps = 1;
+                    (*slot).nr_maps = nr_maps;
                     (*slot).driver_data = data;
                 }
                 // SAFETY: `slot` is an initialised tag set.
@@ -165,6 +184,7 @@ impl<T: Operations> OpsTable<T> {
         complete: Some(Self::complete),
         init_request: Some(Self::init_request),
         map_queues: Some(Self::map_queues),
+        poll: Some(Self::poll),
         // SAFETY: all-zero is a valid `blk_mq_ops` (every other callback absent).
         ..unsafe { core::mem::MaybeUninit::zeroed().assume_init() }
     };
@@ -237,19 +257,51 @@ impl<T: Operations> OpsTable<T> {
         T::complete(qd, rq);
     }
 
-    /// blk-mq's `map_queues`.
+    /// blk-mq's `poll`.
+    ///
+    /// # Safety
+    ///
+    /// Called only by blk-mq, with a live `hctx` of one of our poll queues.
+    unsafe extern "C" fn poll(
+        hctx: *mut bindings::blk_mq_hw_ctx,
+        _iob: *mut bindings::io_comp_batch,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: blk-mq calls this with a live hctx of our queue.
+        let (qd, hq) = unsafe { Self::hctx_parts(hctx) };
+        kernel::ffi::c_int::try_from(T::poll(qd, hq)).unwrap_or(kernel::ffi::c_int::MAX)
+    }
+
+    /// blk-mq's `map_queues`: with poll queues, the interrupt-driven ones
+    /// first (`HCTX_TYPE_DEFAULT`, by interrupt affinity), no read queues,
+    /// the polled ones last (`HCTX_TYPE_POLL`, blk-mq's spread: they have
+    /// no interrupt), as virtio_blk maps them.
     ///
     /// # Safety
     ///
     /// Called only by blk-mq, with `set` pointing into a live [`TagSet<T>`].
     unsafe extern "C" fn map_queues(set: *mut bindings::blk_mq_tag_set) {
+        const DEFAULT: usize = bindings::hctx_type_HCTX_TYPE_DEFAULT as usize;
+        const READ: usize = bindings::hctx_type_HCTX_TYPE_READ as usize;
+        const POLL: usize = bindings::hctx_type_HCTX_TYPE_POLL as usize;
         // SAFETY: `set` is the first field of a `#[repr(C)]` `TagSet<T>` (the
         // only users of these ops), alive while blk-mq maps its queues;
-        // `irq_dev` is null or alive (type invariant); `map[0]` has
-        // `nr_queues` set by blk-mq before this call (nr_maps is 1).
+        // `irq_dev` is null or alive (type invariant); `nr_maps` is 1 or
+        // `HCTX_MAX_TYPES` (with `poll_queues < nr_hw_queues`, checked at
+        // build), so every map indexed here exists.
         unsafe {
             let ts = set.cast::<TagSet<T>>();
-            let map = &raw mut (*set).map[0];
+            let poll = (*ts).poll_queues;
+            if (*set).nr_maps > 1 {
+                let irq = (*set).nr_hw_queues - poll;
+                (*set).map[DEFAULT].nr_queues = irq;
+                (*set).map[DEFAULT].queue_offset = 0;
+                (*set).map[READ].nr_queues = 0;
+                (*set).map[READ].queue_offset = irq;
+                (*set).map[POLL].nr_queues = poll;
+                (*set).map[POLL].queue_offset = irq;
+                bindings::blk_mq_map_queues(&raw mut (*set).map[POLL]);
+            }
+            let map = &raw mut (*set).map[DEFAULT];
             if (*ts).irq_dev.is_null() {
                 bindings::blk_mq_map_queues(map);
             } else {

@@ -31,6 +31,8 @@ use kernel::{
 };
 
 use super::{
+    shim,
+    Device,
     Notifier,
     Reset,
     Virtqueue, //
@@ -45,10 +47,24 @@ use crate::blkcore::virtio::request::{
     RANGE_BYTES, //
 };
 use crate::blkmq::{
+    AttributeGroup,
+    GenDisk,
     Operations,
     Request,
     Status, //
 };
+
+/// Add `disk` under virtio device `dev` with virtio-blk's own disk
+/// attributes: `cache_type` as upstream's (write back / write through from
+/// the device's `wce`, else from FLUSH; writable with `CONFIG_WCE`, the
+/// device's mode and the live queue's write cache flag then follow).
+pub fn add_disk<T: Operations>(disk: &mut GenDisk<T>, dev: &Device) -> Result {
+    // SAFETY: the group is static and its callbacks find the virtio device
+    // as the disk's parent, which the `add` below makes it.
+    let group = unsafe { AttributeGroup::from_raw(shim::blkfront_rs_virtio_blk_attr_group()) };
+    disk.set_attribute_group(group)?;
+    disk.add(dev.as_dev())
+}
 
 /// The block layer's status for the device's status byte
 /// ([`RequestStatus::from_byte`]).

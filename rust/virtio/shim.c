@@ -4,6 +4,7 @@
  * either a macro or static inline that Rust cannot call, or an exported
  * function whose header kernel::bindings does not include.
  */
+#include <linux/blkdev.h>
 #include <linux/interrupt.h>
 #include <linux/module.h>
 #include <linux/slab.h>
@@ -113,23 +114,34 @@ size_t blkfront_rs_virtio_max_dma_size(struct virtio_device *vdev)
 	return virtio_max_dma_size(vdev);
 }
 
+/*
+ * The virtqueues are named "<prefix><index>" (virtio_blk: "req.0", ...). A
+ * virtqueue keeps the pointer to its name, so the names are device-managed:
+ * freed when the driver unbinds, after remove() (or a failed probe) deleted
+ * the virtqueues. The last @npoll get no callback (no interrupt): polled.
+ */
 int blkfront_rs_virtio_find_vqs(struct virtio_device *vdev, unsigned int nvqs,
-				struct virtqueue **vqs, blkfront_rs_vq_callback_t callback,
-				const char *const *names)
+				unsigned int npoll, struct virtqueue **vqs,
+				blkfront_rs_vq_callback_t callback, const char *prefix)
 {
 	struct irq_affinity desc = { 0, };
 	struct virtqueue_info *info;
 	unsigned int i;
-	int err;
+	int err = 0;
 
 	info = kcalloc(nvqs, sizeof(*info), GFP_KERNEL);
 	if (!info)
 		return -ENOMEM;
 	for (i = 0; i < nvqs; i++) {
-		info[i].name = names[i];
-		info[i].callback = callback;
+		info[i].name = devm_kasprintf(&vdev->dev, GFP_KERNEL, "%s%u", prefix, i);
+		if (!info[i].name) {
+			err = -ENOMEM;
+			goto out;
+		}
+		info[i].callback = i < nvqs - npoll ? callback : NULL;
 	}
 	err = virtio_find_vqs(vdev, nvqs, vqs, info, &desc);
+out:
 	kfree(info);
 	return err;
 }
@@ -266,3 +278,75 @@ static_assert(VIRTIO_BLK_T_IN == 0 && VIRTIO_BLK_T_OUT == 1 && VIRTIO_BLK_T_FLUS
 	      VIRTIO_BLK_T_WRITE_ZEROES == 13);
 static_assert(VIRTIO_BLK_S_OK == 0 && VIRTIO_BLK_S_IOERR == 1 && VIRTIO_BLK_S_UNSUPP == 2);
 static_assert(VIRTIO_BLK_ID_BYTES == 20);
+
+/*
+ * /sys/block/<disk>/cache_type, as virtio_blk's: "write back" or "write
+ * through" from the device's `wce` (CONFIG_WCE), else from FLUSH; writable
+ * with CONFIG_WCE: the new mode goes to the device and the live queue's
+ * write cache flag follows. The disk's parent is its virtio device.
+ */
+static const char *const blkfront_rs_cache_types[] = { "write through", "write back" };
+
+static struct virtio_device *blkfront_rs_disk_vdev(struct device *dev)
+{
+	return dev_to_virtio(disk_to_dev(dev_to_disk(dev))->parent);
+}
+
+static bool blkfront_rs_writeback(struct virtio_device *vdev)
+{
+	if (virtio_has_feature(vdev, VIRTIO_BLK_F_CONFIG_WCE))
+		return virtio_cread8(vdev, offsetof(struct virtio_blk_config, wce));
+	return virtio_has_feature(vdev, VIRTIO_BLK_F_FLUSH);
+}
+
+static ssize_t cache_type_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%s\n",
+			  blkfront_rs_cache_types[blkfront_rs_writeback(blkfront_rs_disk_vdev(dev))]);
+}
+
+static ssize_t cache_type_store(struct device *dev, struct device_attribute *attr,
+				const char *buf, size_t count)
+{
+	struct gendisk *disk = dev_to_disk(dev);
+	struct virtio_device *vdev = blkfront_rs_disk_vdev(dev);
+	struct queue_limits lim;
+	int i, err;
+
+	if (!virtio_has_feature(vdev, VIRTIO_BLK_F_CONFIG_WCE))
+		return -EPERM;
+	i = sysfs_match_string(blkfront_rs_cache_types, buf);
+	if (i < 0)
+		return i;
+	virtio_cwrite8(vdev, offsetof(struct virtio_blk_config, wce), i);
+	lim = queue_limits_start_update(disk->queue);
+	if (blkfront_rs_writeback(vdev))
+		lim.features |= BLK_FEAT_WRITE_CACHE;
+	else
+		lim.features &= ~BLK_FEAT_WRITE_CACHE;
+	err = queue_limits_commit_update_frozen(disk->queue, &lim);
+	return err ? err : count;
+}
+static DEVICE_ATTR_RW(cache_type);
+
+static struct attribute *blkfront_rs_virtio_blk_attrs[] = {
+	&dev_attr_cache_type.attr,
+	NULL,
+};
+
+static umode_t blkfront_rs_virtio_blk_attr_visible(struct kobject *kobj, struct attribute *a, int n)
+{
+	struct virtio_device *vdev = blkfront_rs_disk_vdev(kobj_to_dev(kobj));
+
+	return virtio_has_feature(vdev, VIRTIO_BLK_F_CONFIG_WCE) ? a->mode : 0444;
+}
+
+static const struct attribute_group blkfront_rs_virtio_blk_attrs_group = {
+	.attrs = blkfront_rs_virtio_blk_attrs,
+	.is_visible = blkfront_rs_virtio_blk_attr_visible,
+};
+
+const void *blkfront_rs_virtio_blk_attr_group(void)
+{
+	return &blkfront_rs_virtio_blk_attrs_group;
+}

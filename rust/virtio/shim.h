@@ -47,8 +47,8 @@ u32 blkfront_rs_virtio_cread32(struct virtio_device *vdev, unsigned int offset);
 u64 blkfront_rs_virtio_cread64(struct virtio_device *vdev, unsigned int offset);
 size_t blkfront_rs_virtio_max_dma_size(struct virtio_device *vdev);
 int blkfront_rs_virtio_find_vqs(struct virtio_device *vdev, unsigned int nvqs,
-				struct virtqueue **vqs, blkfront_rs_vq_callback_t callback,
-				const char *const *names);
+				unsigned int npoll, struct virtqueue **vqs,
+				blkfront_rs_vq_callback_t callback, const char *prefix);
 void blkfront_rs_virtio_del_vqs(struct virtio_device *vdev);
 void blkfront_rs_virtio_device_ready(struct virtio_device *vdev);
 void blkfront_rs_virtio_reset_device(struct virtio_device *vdev);
@@ -70,5 +70,8 @@ bool blkfront_rs_vq_enable_cb(struct virtqueue *vq);
 struct blkfront_rs_work *blkfront_rs_work_alloc(blkfront_rs_work_fn_t fn, void *ctx);
 void blkfront_rs_work_schedule(struct blkfront_rs_work *w);
 void blkfront_rs_work_free_sync(struct blkfront_rs_work *w);
+
+/* The virtio-blk disk attributes (cache_type), a static attribute_group. */
+const void *blkfront_rs_virtio_blk_attr_group(void);
 
 #endif

@@ -137,28 +137,37 @@ impl Device {
         unsafe { shim::blkfront_rs_virtio_max_dma_size(self.raw()) }
     }
 
-    /// Find `names.len()` virtqueues, all with driver `T`'s interrupt
-    /// handler ([`Driver::vq_interrupt`]). Deleted by [`Registration`]
-    /// after `remove` (or a failed probe).
-    pub fn find_vqs<T: Driver>(&self, names: &[&'static CStr]) -> Result<KVec<Virtqueue>> {
-        let n = names.len();
-        let mut cnames = KVec::with_capacity(n, GFP_KERNEL)?;
-        for name in names {
-            cnames.push(name.as_char_ptr(), GFP_KERNEL)?;
+    /// Find `n` virtqueues named `prefix` followed by their index, the
+    /// first `n - polled` with driver `T`'s interrupt handler
+    /// ([`Driver::vq_interrupt`]), the last `polled` without an interrupt
+    /// (the driver polls them). Deleted by [`Registration`] after `remove`
+    /// (or a failed probe); the names are device-managed, freed when the
+    /// driver unbinds.
+    pub fn find_vqs<T: Driver>(
+        &self,
+        prefix: &'static CStr,
+        n: usize,
+        polled: usize,
+    ) -> Result<KVec<Virtqueue>> {
+        if polled > n {
+            return Err(code::EINVAL);
         }
         let mut vqs: KVec<*mut shim::virtqueue> = KVec::with_capacity(n, GFP_KERNEL)?;
         for _ in 0..n {
             vqs.push(core::ptr::null_mut(), GFP_KERNEL)?;
         }
-        // SAFETY: live device in probe; arrays of `n` entries; the names are
-        // `'static`.
+        let nvqs = u32::try_from(n).map_err(|_| code::EINVAL)?;
+        let npoll = u32::try_from(polled).map_err(|_| code::EINVAL)?;
+        // SAFETY: live device in probe; `vqs` has `n` entries; `prefix` is a
+        // NUL-terminated string the shim only formats from.
         kernel::error::to_result(unsafe {
             shim::blkfront_rs_virtio_find_vqs(
                 self.raw(),
-                n as u32,
+                nvqs,
+                npoll,
                 vqs.as_mut_ptr(),
                 Some(vq_callback::<T>),
-                cnames.as_ptr(),
+                prefix.as_char_ptr(),
             )
         })?;
         let mut out = KVec::with_capacity(n, GFP_KERNEL)?;
@@ -184,6 +193,7 @@ impl Device {
 pub fn blk_tag_set<T: crate::blkmq::Operations>(
     dev: &Device,
     nr_hw_queues: u32,
+    poll_queues: u32,
     queue_depth: u32,
     max_segments: u32,
     data: T::QueueData,
@@ -194,6 +204,7 @@ pub fn blk_tag_set<T: crate::blkmq::Operations>(
     unsafe {
         crate::blkmq::TagSet::with_irq_affinity(
             nr_hw_queues,
+            poll_queues,
             queue_depth,
             max_segments,
             data,

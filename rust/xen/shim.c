@@ -23,6 +23,16 @@ bool rxen_pv_disks_available(void)
 	return xen_domain() && xen_has_pv_disk_devices();
 }
 
+bool rxen_hvm_domain(void)
+{
+	return xen_hvm_domain();
+}
+
+bool rxen_pv_and_legacy_disks(void)
+{
+	return xen_has_pv_and_legacy_disk_devices();
+}
+
 unsigned long rxen_xen_page_size(void)
 {
 	BUILD_BUG_ON(PAGE_SIZE != XEN_PAGE_SIZE);

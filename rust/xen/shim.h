@@ -25,6 +25,11 @@ int blkfront_rs_xen_shim_version(void);
 /* ---- environment ---- */
 /* xen_domain() && xen_has_pv_disk_devices(). */
 bool rxen_pv_disks_available(void);
+/* xen_hvm_domain(): HVM or PVH (a static inline). */
+bool rxen_hvm_domain(void);
+/* xen_has_pv_and_legacy_disk_devices(): an HVM guest whose emulated disks
+ * were not unplugged. */
+bool rxen_pv_and_legacy_disks(void);
 /* PAGE_SIZE == XEN_PAGE_SIZE (the only configuration rust/xen supports). */
 unsigned long rxen_xen_page_size(void);
 unsigned int rxen_num_online_cpus(void);

@@ -52,6 +52,19 @@ pub fn pv_disks_available() -> bool {
     unsafe { bindings::rxen_pv_disks_available() }
 }
 
+/// Whether the guest is an HVM or PVH domain (`xen_hvm_domain()`).
+pub fn hvm_domain() -> bool {
+    // SAFETY: reads global Xen state only.
+    unsafe { bindings::rxen_hvm_domain() }
+}
+
+/// Whether this HVM guest still has its emulated disks plugged next to
+/// the PV ones (`xen_has_pv_and_legacy_disk_devices()`).
+pub fn pv_and_legacy_disks() -> bool {
+    // SAFETY: reads global Xen state only.
+    unsafe { bindings::rxen_pv_and_legacy_disks() }
+}
+
 /// Number of online CPUs (`num_online_cpus()`), to cap the queue count.
 pub fn num_online_cpus() -> u32 {
     // SAFETY: reads a global counter.

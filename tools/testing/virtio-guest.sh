@@ -15,7 +15,8 @@
 # monitor protocol), e.g. "HOST-CMD: block_resize d0 512M" or
 # "HOST-CMD: device_del vd0": disks are drive d<N>, device vd<N>.
 # Environment: KDIR (default: the cached test kernel), KO_DIR (default: repo),
-# QEMU_EXTRA (more QEMU arguments), KERNEL_APPEND (more kernel command line).
+# QEMU_EXTRA (more QEMU arguments), KERNEL_APPEND (more kernel command line),
+# SMP (guest CPUs, default 2).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -63,7 +64,7 @@ log "virtio guest '$label': ${#disks[@]} disk(s), timeout ${timeout}s, log $log"
 relay=$(start_monitor_relay "$log" "$work/monitor.sock")
 set +e
 # shellcheck disable=SC2086
-timeout --foreground -k 5 "$timeout" qemu-system-x86_64 -accel tcg -cpu qemu64 -smp 2 -m 1024 \
+timeout --foreground -k 5 "$timeout" qemu-system-x86_64 -accel tcg -cpu qemu64 -smp "${SMP:-2}" -m 1024 \
     -nographic -monitor "unix:$work/monitor.sock,server,nowait" -serial stdio -no-reboot \
     -kernel "$KDIR/arch/x86/boot/bzImage" -initrd "$work/initramfs.cpio.gz" \
     -append "console=ttyS0 panic=-1 quiet loglevel=6 ${KERNEL_APPEND:-}" \

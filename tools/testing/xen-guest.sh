@@ -88,6 +88,9 @@ for b in sfdisk mkfs.ext4 dumpe2fs; do
     while IFS= read -r p; do files+=("$p"); done < <(binary_with_libs "$bp")
 done
 [ -f /etc/mke2fs.conf ] && files+=("/etc/mke2fs.conf:/etc/mke2fs.conf")
+# The CD-ROM ioctl probe (guest/cdrom-ioctl.c), static: no libraries to copy.
+cc -static -O2 -o "$work/cdrom-ioctl" "$REPO/tools/testing/guest/cdrom-ioctl.c"
+files+=("$work/cdrom-ioctl:/bin/cdrom-ioctl")
 # DOMU_EXTRA_BINS: more host binaries (with their libraries), e.g. perf.
 for b in ${DOMU_EXTRA_BINS:-}; do
     while IFS= read -r p; do files+=("$p"); done < <(binary_with_libs "$b")
@@ -100,7 +103,8 @@ else
 fi
 cp "${DOMU_KERNEL:-$KDIR/arch/x86/boot/bzImage}" "$work/payload/domU-bzImage"
 cp "$REPO/tools/testing/xen/dom0-run.sh" "$REPO/tools/testing/xen/block-simple" "$REPO/tools/testing/xen/blkif-irqs" \
-    "$REPO/tools/testing/xen/save-restore" "$REPO/tools/testing/xen/vbd-stats" "$work/payload/"
+    "$REPO/tools/testing/xen/save-restore" "$REPO/tools/testing/xen/vbd-stats" \
+    "$REPO/tools/testing/xen/cdrom-attach" "$work/payload/"
 [ -f "$REPO/tools/testing/xen/dom0-after.sh" ] && cp "$REPO/tools/testing/xen/dom0-after.sh" "$work/payload/"
 [ -n "$min_io" ] && touch "$work/payload/publish-io-sizes"
 cat > "$work/payload/run.env" <<ENV

@@ -24,25 +24,9 @@ pub(crate) const FEATURES: [u32; 11] = [
 /// default `seg_max` is 254.
 pub(crate) const MAX_SG_PER_REQUEST: u32 = 256;
 
-/// Names of the request virtqueues; also the cap on their number.
-pub(crate) const VQ_NAMES: [&CStr; 16] = [
-    c_str!("req.0"),
-    c_str!("req.1"),
-    c_str!("req.2"),
-    c_str!("req.3"),
-    c_str!("req.4"),
-    c_str!("req.5"),
-    c_str!("req.6"),
-    c_str!("req.7"),
-    c_str!("req.8"),
-    c_str!("req.9"),
-    c_str!("req.10"),
-    c_str!("req.11"),
-    c_str!("req.12"),
-    c_str!("req.13"),
-    c_str!("req.14"),
-    c_str!("req.15"),
-];
+/// Name prefix of the request virtqueues ("req.0", "req.1", ...: upstream's
+/// names).
+pub(crate) const VQ_NAME_PREFIX: &CStr = c_str!("req.");
 
 /// Config fields read per feature: (feature bit or `None` = always, offset,
 /// width in bytes). Only fields of negotiated features are read: the

@@ -63,7 +63,7 @@ impl VirtioBlk {
     /// block layer waits for it, so removal cannot hang on it either.
     fn read_serial(&self, dev: &virtio::Device) -> Option<[u8; vblk::VIRTIO_BLK_ID_BYTES]> {
         let name = self.disk_name.to_str().unwrap_or("?");
-        let timeout_ms = module_parameters::get_id_timeout_ms.value();
+        let timeout_ms = params::get_id_timeout_ms.value();
         let slot = self.queues.vqs.first()?;
         let result = IdRequest::new(self.queues.le).and_then(|req| {
             if timeout_ms == 0 {
@@ -116,7 +116,7 @@ impl virtio::Driver for VirtioBlk {
             &bytes,
             features,
             dev.max_dma_size(),
-            module_parameters::rotational.value(),
+            params::rotational.value(),
         )
         .map_err(|e| {
             dev_err!(dev, "{}\n", Shown(e));
@@ -124,17 +124,19 @@ impl virtio::Driver for VirtioBlk {
         })?;
 
         let mut nq = u32::from(cfg.num_queues);
-        let limit = module_parameters::num_request_queues.value();
+        let limit = params::num_request_queues.value();
         if limit != 0 {
             nq = nq.min(limit);
         }
-        nq = nq
-            .min(kernel::cpu::nr_cpu_ids())
-            .min(VQ_NAMES.len() as u32)
-            .max(1);
-        let found = dev.find_vqs::<Self>(&VQ_NAMES[..nq as usize])?;
+        // As upstream: as many queues as the device has, CPUs exist and the
+        // parameter allows, and no fixed cap.
+        nq = nq.min(kernel::cpu::nr_cpu_ids()).max(1);
+        // Polled queues come out of those, leaving at least one with
+        // interrupts (upstream's `num_poll_vqs`).
+        let npoll = params::poll_queues.value().min(nq - 1);
+        let found = dev.find_vqs::<Self>(VQ_NAME_PREFIX, nq as usize, npoll as usize)?;
 
-        let mut depth = module_parameters::queue_depth.value();
+        let mut depth = params::queue_depth.value();
         if depth == 0 {
             depth = found.first().map_or(1, |vq| vq.num_free());
             if !dev.has_feature(virtio::VIRTIO_RING_F_INDIRECT_DESC) {
@@ -152,6 +154,7 @@ impl virtio::Driver for VirtioBlk {
                         requests: AtomicU64::new(0),
                         notifies: AtomicU64::new(0),
                         ring_full: AtomicU64::new(0),
+                        polled: AtomicU64::new(0),
                     }),
                     GFP_KERNEL,
                 )?,
@@ -165,10 +168,23 @@ impl virtio::Driver for VirtioBlk {
             },
             GFP_KERNEL,
         )?;
-        dev_info!(dev, "{} request queues, depth {}\n", nq, depth);
+        dev_info!(
+            dev,
+            "{} request queues ({} polled), depth {}\n",
+            nq,
+            npoll,
+            depth
+        );
 
         let tagset = Arc::pin_init(
-            virtio::blk_tag_set::<BlkOps>(dev, nq, depth, limits.max_segments, queues.clone()),
+            virtio::blk_tag_set::<BlkOps>(
+                dev,
+                nq,
+                npoll,
+                depth,
+                limits.max_segments,
+                queues.clone(),
+            ),
             GFP_KERNEL,
         )?;
         let index = DiskIndex::alloc()?;
@@ -213,7 +229,7 @@ impl virtio::Driver for VirtioBlk {
             }
         }
         self.report_capacity(dev, self.cfg.capacity, false);
-        disk.add(dev.as_dev())?;
+        vblk::add_disk(disk, dev)?;
         let a = disk.applied_limits();
         dev_info!(
             dev,
@@ -277,7 +293,7 @@ impl virtio::Driver for VirtioBlk {
         let disk = self.disk.lock().take();
         // del_gendisk drains in-flight I/O; the tag set goes with the disk.
         drop(disk);
-        let (requests, notifies, ring_full) = self.queues.totals();
+        let t = self.queues.totals();
         let late_id = self
             .queues
             .vqs
@@ -285,13 +301,14 @@ impl virtio::Driver for VirtioBlk {
             .fold(0u32, |n, s| n.saturating_add(s.vq.lock().late_id_answers()));
         dev_info!(
             dev,
-            "[{}] removed: {} requests, {} notifications on {} queues, {} ring-full retries, {} late GET_ID answers\n",
+            "[{}] removed: {} requests, {} notifications on {} queues, {} ring-full retries, {} late GET_ID answers, {} polled completions\n",
             self.disk_name.to_str().unwrap_or("?"),
-            requests,
-            notifies,
+            t.requests,
+            t.notifies,
             self.queues.vqs.len(),
-            ring_full,
-            late_id
+            t.ring_full,
+            late_id,
+            t.polled
         );
     }
 

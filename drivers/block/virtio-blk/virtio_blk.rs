@@ -61,6 +61,14 @@ mod blkmq;
 )]
 mod virtio;
 
+#[path = "../../../rust/param/param.rs"]
+#[allow(unsafe_code, reason = "the abstractions, where all unsafe code lives")]
+#[expect(
+    unreachable_pub,
+    reason = "an abstraction's API is public, as in the kernel crate"
+)]
+mod param;
+
 mod config;
 mod device;
 mod mq;
@@ -110,24 +118,24 @@ module! {
     // (`MODULE_DEVICE_TABLE(virtio, ...)`: device 2, any vendor), which
     // udev and the initramfs load by; the registration binds the same id.
     alias: ["virtio:d00000002v*"],
-    params: {
-        num_request_queues: u32 {
-            default: 0,
-            description: "Limit the number of request queues (0: no limit, like virtio_blk; never more than the device's num_queues or nr_cpu_ids)",
-        },
-        queue_depth: u32 {
-            default: 0,
-            description: "Requests per queue (0: fill the virtqueue, like virtio_blk)",
-        },
-        rotational: i32 {
-            default: -1,
-            description: "-1: report the disk as rotational like virtio_blk; 0: non-rotational; 1: rotational",
-        },
-        get_id_timeout_ms: u32 {
-            default: 5000,
-            description: "How long probe waits for the serial (VIRTIO_BLK_T_GET_ID) before adding the disk without one (0, a test hook: send it already given up on and without notifying the device; its answer, if any, is dropped)",
-        },
-    },
+}
+
+param::sysfs_params! {
+    /// Upstream's name, meaning and permissions (0644: read at each probe).
+    num_request_queues: u32 = 0, 0o644,
+        "Limit the number of request queues (0: no limit, like virtio_blk; never more than the device's num_queues or nr_cpu_ids)";
+    /// Upstream's name, meaning and permissions (0644: read at each probe).
+    poll_queues: u32 = 0, 0o644,
+        "The number of dedicated virtqueues for polling I/O (default 0, like virtio_blk; at least one queue keeps interrupts)";
+    /// Upstream's name, meaning and permissions.
+    queue_depth: u32 = 0, 0o444,
+        "Requests per queue (0: fill the virtqueue, like virtio_blk)";
+    /// Ours (upstream reports every virtio disk rotational).
+    rotational: i32 = -1, 0o444,
+        "-1: report the disk as rotational like virtio_blk; 0: non-rotational; 1: rotational";
+    /// Ours: the GET_ID deadline.
+    get_id_timeout_ms: u32 = 5000, 0o444,
+        "How long probe waits for the serial (VIRTIO_BLK_T_GET_ID) before adding the disk without one (0, a test hook: send it already given up on and without notifying the device; its answer, if any, is dropped)";
 }
 
 struct VirtioBlkModule {

@@ -33,6 +33,11 @@ pub(crate) struct Conn {
     pub(crate) negotiated: Option<Negotiated>,
     pub(crate) limits: Option<QueueLimits>,
     pub(crate) disk: Option<crate::disk::Disk>,
+    /// The `feature-persistent` we published to the current backend: the
+    /// parameter is writable, so negotiation uses what the backend was told,
+    /// not what the parameter says by then (upstream's
+    /// `feature_persistent_parm`).
+    pub(crate) persistent_offered: bool,
 }
 
 /// Lets go of the current backend before talking to a (new) one. Without a

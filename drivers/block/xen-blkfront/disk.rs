@@ -220,7 +220,7 @@ pub(crate) struct Disk {
 
 /// Upstream's `XENVBD_MAJOR`: disks are `202:<minor>` like the C driver's
 /// when this module holds the major (see `xen_blkfront.rs`).
-pub(crate) const XENVBD_MAJOR: u32 = 202;
+pub(crate) use crate::blkcore::naming::XENVBD_MAJOR;
 
 /// Whether this module registered [`XENVBD_MAJOR`] (not while the C
 /// xen-blkfront holds it: our disks then get dynamic numbers).
@@ -290,8 +290,14 @@ impl Disk {
             GFP_KERNEL,
         )?;
         let mut gd = GenDisk::new(tagset, limits, fmt!("{}", name.as_str()), n.sectors)?;
-        // Partitioning tools see the geometry upstream gives (255/63).
+        // Partitioning tools see the geometry upstream gives (255/63), and
+        // the CD-ROM ioctls and removable flag follow the backend's `info`
+        // as upstream's (`blkif_ioctl`, `xlvbd_alloc_gendisk`).
         gd.set_xen_geometry();
+        gd.set_xen_ioctls(n.cdrom());
+        if n.removable() {
+            gd.set_removable()?;
+        }
         // Upstream's numbers when we hold the major and the minors are
         // free; dynamic ones otherwise (the name is the same either way).
         let minors = match xvd_minors(vdevice) {

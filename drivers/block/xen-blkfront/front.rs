@@ -123,6 +123,18 @@ impl xenbus::Driver for Blkfront {
                 return Err(e);
             }
         };
+        if crate::xen::hvm_domain() {
+            let device_type = xenbus::read(Xbt::NIL, dev.nodename(), c"device-type")?;
+            let refusal = crate::blkcore::naming::hvm_refusal(
+                vdevice,
+                crate::xen::pv_and_legacy_disks(),
+                device_type.as_deref(),
+            );
+            if let Some(r) = refusal {
+                dev_info!(dev.as_device(), "not binding: {}\n", crate::store::Show(&r));
+                return Err(ENODEV);
+            }
+        }
         let handle = handle_from_nodename(dev.nodename().to_bytes()).ok_or(EINVAL)?;
         // Rebinding after an unbind (or after another frontend driver let
         // go): the device was left Closed. Going back to Initialising makes
@@ -142,6 +154,7 @@ impl xenbus::Driver for Blkfront {
                     negotiated: None,
                     limits: None,
                     disk: None,
+                    persistent_offered: false,
                 }),
             }),
             GFP_KERNEL,
@@ -232,9 +245,9 @@ fn read_snapshots(dev: &Device) -> Result<(Snapshot, Snapshot), Reported> {
 /// Our negotiation inputs: the module parameters, our own `trusted` node,
 /// and, with a live disk, no more rings than the disk has hardware queues.
 fn params(dev: &Device, own: &Snapshot, conn: &Conn) -> Result<neg::FrontendParams, Reported> {
-    let trusted =
-        neg::frontend_trusted(own, crate::trusted_param()).or_fatal(dev, fmt!("trusted"))?;
-    let mut p = crate::frontend_params(trusted);
+    let trusted = neg::frontend_trusted(own, crate::params::trusted.value())
+        .or_fatal(dev, fmt!("trusted"))?;
+    let mut p = crate::frontend_params(trusted, conn.persistent_offered);
     if conn.disk.is_some() {
         p.max_queues = p
             .max_queues
@@ -309,6 +322,7 @@ impl Info {
         }
         conn.ring_pages = n.ring_pages;
 
+        let persistent = crate::params::feature_persistent.value();
         let rings = &conn.rings;
         let r = xenbus::transaction(|xbt| {
             let node = dev.nodename();
@@ -347,11 +361,12 @@ impl Info {
                 xbt,
                 node,
                 c"feature-persistent",
-                fmt!("{}", u32::from(crate::persistent_param())),
+                fmt!("{}", u32::from(persistent)),
             )?;
             Ok(())
         });
         r.or_fatal(dev, fmt!("writing ring details"))?;
+        conn.persistent_offered = persistent;
         conn.phase = Phase::Initialised;
         dev.switch_state(State::Initialised)
             .or_fatal(dev, fmt!("switching to Initialised"))

@@ -39,6 +39,14 @@ mod xen;
 )]
 mod blkmq;
 
+#[path = "../../../rust/param/param.rs"]
+#[allow(unsafe_code, reason = "the abstractions, where all unsafe code lives")]
+#[expect(
+    unreachable_pub,
+    reason = "an abstraction's API is public, as in the kernel crate"
+)]
+mod param;
+
 mod conn;
 mod datapath;
 mod disk;
@@ -56,50 +64,41 @@ module! {
     // Upstream xen-blkfront's aliases: the xenbus device type (what udev
     // and the initramfs load by), the old module name and the block major.
     alias: ["xen:vbd", "xenblk", "block-major-202-*"],
-    params: {
-        max_indirect_segments: u32 {
-            default: 32,
-            description: "Maximum segments per request: the smaller of this and the backend's feature-max-indirect-segments is used; 11 or less disables indirect descriptors (default 32, like xen-blkfront)",
-        },
-        max_queues: u32 {
-            default: 4,
-            description: "Maximum number of hardware queues/rings per virtual disk (default 4, capped at the number of online CPUs)",
-        },
-        max_ring_page_order: u32 {
-            default: 0,
-            description: "Maximum order of pages of each shared ring (default 0, max 4)",
-        },
-        feature_persistent: bool {
-            default: true,
-            description: "Offer persistent grants to the backend (default true)",
-        },
-        trusted: bool {
-            default: true,
-            description: "Trust the backend with direct access to I/O pages; false bounces all data (default true)",
-        },
-    },
 }
 
-/// Module parameters as `blkcore` inputs.
-pub(crate) fn frontend_params(trusted_node: bool) -> blkcore::negotiate::FrontendParams {
+param::sysfs_params! {
+    /// Segments per request we offer (upstream's name, default and
+    /// permissions for each parameter).
+    max_indirect_segments: u32 = 32, 0o444,
+        "Maximum segments per request: the smaller of this and the backend's feature-max-indirect-segments is used; 11 or less disables indirect descriptors (default 32, like xen-blkfront)";
+    /// Rings per disk we offer.
+    max_queues: u32 = 4, 0o444,
+        "Maximum number of hardware queues/rings per virtual disk (default 4, capped at the number of online CPUs)";
+    /// Ring pages we offer, as an order.
+    max_ring_page_order: u32 = 0, 0o444,
+        "Maximum order of pages of each shared ring (default 0, max 4)";
+    /// Writable, as upstream: read each time the frontend connects.
+    feature_persistent: bool = true, 0o644,
+        "Offer persistent grants to the backend (default true; writable, applies from the next connection)";
+    /// Writable, as upstream: read each time the frontend connects.
+    trusted: bool = true, 0o644,
+        "Trust the backend with direct access to I/O pages; false bounces all data (default true; writable, applies from the next connection)";
+}
+
+/// Module parameters as `blkcore` inputs; `persistent` is the
+/// `feature-persistent` published to this backend.
+pub(crate) fn frontend_params(
+    trusted_node: bool,
+    persistent: bool,
+) -> blkcore::negotiate::FrontendParams {
     let cpus = xen::num_online_cpus().max(1);
     blkcore::negotiate::FrontendParams {
-        max_indirect_segments: module_parameters::max_indirect_segments.value(),
-        max_queues: module_parameters::max_queues.value().min(cpus),
-        max_ring_page_order: module_parameters::max_ring_page_order.value(),
-        feature_persistent: module_parameters::feature_persistent.value(),
+        max_indirect_segments: params::max_indirect_segments.value(),
+        max_queues: params::max_queues.value().min(cpus),
+        max_ring_page_order: params::max_ring_page_order.value(),
+        feature_persistent: persistent,
         trusted: trusted_node,
     }
-}
-
-/// The `trusted` module parameter.
-pub(crate) fn trusted_param() -> bool {
-    module_parameters::trusted.value()
-}
-
-/// The `feature_persistent` module parameter.
-pub(crate) fn persistent_param() -> bool {
-    module_parameters::feature_persistent.value()
 }
 
 #[pin_data]
@@ -116,10 +115,10 @@ impl kernel::InPlaceModule for XenBlkfront {
         let avail = xen::pv_disks_available();
         pr_info!(
             "loading (max_indirect_segments={}, max_queues={}, max_ring_page_order={}, feature_persistent={})\n",
-            module_parameters::max_indirect_segments.value(),
-            module_parameters::max_queues.value(),
-            module_parameters::max_ring_page_order.value(),
-            module_parameters::feature_persistent.value(),
+            params::max_indirect_segments.value(),
+            params::max_queues.value(),
+            params::max_ring_page_order.value(),
+            params::feature_persistent.value(),
         );
         pin_init::pin_init_scope(move || {
             if !avail {

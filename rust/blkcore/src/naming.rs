@@ -158,6 +158,60 @@ pub fn xvd_minors(vdevice: u32, fixed_minors: u32) -> Option<(u32, u32)> {
     (l.minor.checked_add(count)? <= fixed_minors && count <= 64).then_some((l.minor, count))
 }
 
+/// Why an HVM guest leaves a vbd to the emulated disk (upstream's
+/// `blkfront_probe` guards).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HvmRefusal {
+    /// The emulated IDE/SCSI disks were not unplugged and the vbd names one
+    /// of their majors: binding it would give two drivers one disk.
+    EmulatedDiskNotUnplugged {
+        /// The vbd's classic major (3, 8, 22, 65.., ...).
+        major: u32,
+    },
+    /// A CD-ROM vbd: an HVM guest keeps its emulated CD-ROM.
+    Cdrom,
+    /// The frontend has no `device-type` node.
+    NoDeviceType,
+}
+
+impl fmt::Display for HvmRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::EmulatedDiskNotUnplugged { major } => write!(
+                f,
+                "HVM guest with its emulated disks not unplugged: vbd of major {major} left to them"
+            ),
+            Self::Cdrom => write!(f, "HVM guest: a CD-ROM vbd is left to the emulated drive"),
+            Self::NoDeviceType => write!(f, "HVM guest: no device-type for this vbd"),
+        }
+    }
+}
+
+/// Upstream's HVM guards for `vdevice`: `pv_and_legacy` is
+/// `xen_has_pv_and_legacy_disk_devices()` (emulated disks still plugged),
+/// `device_type` the frontend's `device-type` node. Only for HVM (and PVH)
+/// guests; a PV guest binds every vbd.
+pub fn hvm_refusal(
+    vdevice: u32,
+    pv_and_legacy: bool,
+    device_type: Option<&[u8]>,
+) -> Option<HvmRefusal> {
+    if pv_and_legacy && vdevice >> XEN_EXT_SHIFT == 0 {
+        let major = vdevice >> 8;
+        if major != XENVBD_MAJOR {
+            return Some(HvmRefusal::EmulatedDiskNotUnplugged { major });
+        }
+    }
+    match device_type {
+        None => Some(HvmRefusal::NoDeviceType),
+        Some(t) if t.starts_with(b"cdrom") => Some(HvmRefusal::Cdrom),
+        Some(_) => None,
+    }
+}
+
+/// The block major of xvd disks (`XENVBD_MAJOR`).
+pub const XENVBD_MAJOR: u32 = 202;
+
 /// `string_get_size()`-like "1.07 GB" / "1.00 GiB" rendering of `bytes`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HumanSize {

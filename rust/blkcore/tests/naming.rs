@@ -86,3 +86,36 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn hvm_guards_follow_upstream() {
+    use blkcore::naming::{hvm_refusal, HvmRefusal};
+    let xvda = 202 << 8;
+    let hda = 3 << 8;
+    let sda = 8 << 8;
+    let ext = (1 << 28) | (5 * 256);
+    // Emulated disks unplugged (the usual case): every disk vbd binds.
+    for v in [xvda, hda, sda, ext] {
+        assert_eq!(hvm_refusal(v, false, Some(b"disk")), None, "{v:#x}");
+    }
+    // Still plugged: only xvd and extended numbers bind.
+    assert_eq!(hvm_refusal(xvda, true, Some(b"disk")), None);
+    assert_eq!(hvm_refusal(ext, true, Some(b"disk")), None);
+    assert_eq!(
+        hvm_refusal(hda, true, Some(b"disk")),
+        Some(HvmRefusal::EmulatedDiskNotUnplugged { major: 3 })
+    );
+    assert_eq!(
+        hvm_refusal(sda, true, Some(b"disk")),
+        Some(HvmRefusal::EmulatedDiskNotUnplugged { major: 8 })
+    );
+    // CD-ROMs never bind in HVM/PVH; a vbd without device-type neither.
+    assert_eq!(
+        hvm_refusal(xvda, false, Some(b"cdrom")),
+        Some(HvmRefusal::Cdrom)
+    );
+    assert_eq!(
+        hvm_refusal(xvda, false, None),
+        Some(HvmRefusal::NoDeviceType)
+    );
+}

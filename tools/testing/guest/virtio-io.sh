@@ -72,6 +72,8 @@ save_limits() { # dev
     echo "ro $(cat /sys/block/$1/ro)"
 }
 
+# cache_type DEV: "<mode> <permissions>" of /sys/block/DEV/cache_type.
+cache_type_of() { echo "$(cat /sys/block/$1/cache_type) $(stat -c %a /sys/block/$1/cache_type)"; }
 c_baseline() {
     # The C driver, same disks, same jobs: numbers for the side-by-side.
     if [ -f /lib/modules/virtio_blk.ko ] && insmod /lib/modules/virtio_blk.ko; then
@@ -81,6 +83,7 @@ c_baseline() {
         fdisk -l /dev/vda 2>/dev/null | grep -E 'heads' > /tmp/c-geo
         echo "C-GEOMETRY vda: $(cat /tmp/c-geo)"
         for m in /sys/block/vda/mq/*; do echo "C-MQ vda hctx $(basename $m): cpus $(cat $m/cpu_list)"; done
+        cache_type_of vda > /tmp/c-cache-type
         ddrate c-4k-qd1 12288000 if=/dev/vda of=/dev/null bs=4k count=3000 iflag=direct
         ddrate c-seq1m 134217728 if=/dev/vda of=/dev/null bs=1M count=128 iflag=direct
         ddrate c-write1m 67108864 if=/dev/zero of=/dev/vda bs=1M count=64 oflag=direct
@@ -114,6 +117,20 @@ for d in vda vdb; do
         not_ok "$d: queue limits differ from the C driver's (C then ours: $diffs)"
     fi
 done
+
+# cache_type as upstream's: QEMU offers CONFIG_WCE, so it is writable; the
+# device's mode and the live queue's write cache follow what is written.
+if [ -f /tmp/c-cache-type ]; then
+    expect_eq "vda cache_type and its permissions as the C driver's" "$(cache_type_of vda)" "$(cat /tmp/c-cache-type)"
+fi
+expect_eq "vda cache_type (QEMU cache=unsafe: write back, CONFIG_WCE: 644)" "$(cache_type_of vda)" "write back 644"
+check "vda: write 'write through' to cache_type" sh -c 'echo "write through" > /sys/block/vda/cache_type'
+expect_eq "vda cache_type after the write" "$(cat /sys/block/vda/cache_type)" "write through"
+expect_eq "vda queue write_cache follows" "$(q vda write_cache)" "write through"
+roundtrip "vda: data round trip in write-through mode" vda 64k 16 200
+check "vda: cache_type rejects a bad mode" sh -c '! echo "write sideways" > /sys/block/vda/cache_type'
+check "vda: write 'write back' to cache_type" sh -c 'echo "write back" > /sys/block/vda/cache_type'
+expect_eq "vda queue write_cache back to write back" "$(q vda write_cache)" "write back"
 
 # Limits (vdb has the explicit topology).
 expect_eq "vda logical_block_size" "$(q vda logical_block_size)" 512
@@ -234,6 +251,13 @@ expect_eq "vda hardware queues with num_request_queues=1" "$(ls /sys/block/vda/m
 expect_eq "vda nr_requests with queue_depth=64" "$(q vda nr_requests)" 64
 expect_eq "vda rotational with rotational=0" "$(q vda rotational)" 0
 roundtrip "vda: data round trip with 1 queue" vda 64k 16 300
+# The parameters are in sysfs with upstream's permissions (ours: 0444) and
+# show what the module runs with.
+P=/sys/module/virtio_blk_rs/parameters
+params=$(for f in get_id_timeout_ms num_request_queues poll_queues queue_depth rotational; do
+    printf '%s=%s:%s ' $f "$(stat -c %a $P/$f 2>/dev/null)" "$(cat $P/$f 2>/dev/null)"; done)
+expect_eq "parameters in sysfs (permissions:value)" "$params" \
+    "get_id_timeout_ms=444:5000 num_request_queues=644:1 poll_queues=644:0 queue_depth=444:64 rotational=444:0 "
 check "rmmod again" rmmod virtio_blk_rs
 
 # Leaks (coarse; virtio-kmemleak.sh is the precise check): each probe

@@ -3,7 +3,9 @@
 # xen_blkfront_rs, one after the other on the same vbd, for a side-by-side
 # ratio (TCG timings: compare ratios, not absolute numbers); and for each
 # driver the durability check (guest/common.sh): O_DSYNC writes reach
-# xen-blkback with a flush each, counted in dom0.
+# xen-blkback with a flush each, counted in dom0. With XEN_CDROM=1 dom0
+# also attaches a read-only CD-ROM vbd (xvdc) first: both drivers must
+# answer the CD-ROM ioctls as upstream's blkif_ioctl does.
 . /guest/common.sh
 D=xvda
 perf_dd() { # LABEL DD-ARGS...
@@ -33,7 +35,24 @@ run() { # driver-label
     t0=$(cut -d' ' -f1 /proc/uptime); wait; t1=$(cut -d' ' -f1 /proc/uptime)
     echo "PERF $1 4x concurrent write 64k: $(awk -v a=$t0 -v b=$t1 'BEGIN { printf "%.1f MB/s", 64 / (b - a + 0.001) }')"
     durability "$1 durability" $D
+    [ "${XEN_CDROM:-0}" = 1 ] && cdrom_checks "$1"
 }
+cdrom_checks() { # driver-label
+    for i in $(seq 1 40); do [ -e /sys/block/xvdc ] && break; sleep 0.25; done
+    check "$1: CD-ROM vbd xvdc appears" test -e /sys/block/xvdc || return
+    expect_eq "$1: xvdc read-only" "$(cat /sys/block/xvdc/ro)" 1
+    expect_eq "$1: xvdc data" "$(head -c 14 /dev/xvdc)" BLKFRONT-CDROM
+    echo "xvdc $(cdrom-ioctl /dev/xvdc); xvda $(cdrom-ioctl /dev/$D)" > /tmp/cd-$1
+    echo "CDROM-IOCTLS $1: $(cat /tmp/cd-$1)"
+    check "$1: CD-ROM ioctls as upstream (capability only on xvdc, zeroed multisession on both)" \
+        grep -qx 'xvdc get_capability=0 multisession=0 zeroed=1; xvda get_capability=-22 multisession=0 zeroed=1' /tmp/cd-$1
+    [ "$1" = RS ] && expect_eq "CD-ROM ioctls same as the C driver's" "$(cat /tmp/cd-RS)" "$(cat /tmp/cd-C 2>/dev/null)"
+}
+if [ "${XEN_CDROM:-0}" = 1 ]; then
+    echo "DOM0-CMD: sh /run/payload/cdrom-attach"
+    for i in $(seq 1 120); do [ -e /sys/bus/xen/devices/vbd-51744 ] && break; sleep 0.5; done
+    check "dom0 attached the CD-ROM vbd" test -e /sys/bus/xen/devices/vbd-51744
+fi
 unbind_all() { # driver-dir
     for dev in /sys/bus/xen/drivers/$1/vbd-*; do
         [ -e "$dev" ] && echo "$(basename "$dev")" > /sys/bus/xen/drivers/$1/unbind
@@ -51,4 +70,9 @@ run RS
 cat /sys/kernel/debug/xen_blkfront_rs-$D/stats
 unbind_all xen_blkfront_rs
 check "rmmod xen_blkfront_rs" rmmod xen_blkfront_rs
+if [ "${XEN_CDROM:-0}" = 1 ]; then
+    echo "DOM0-CMD: sh /run/payload/cdrom-attach detach"
+    for i in $(seq 1 120); do [ -e /sys/bus/xen/devices/vbd-51744 ] || break; sleep 0.5; done
+    check "dom0 detached the CD-ROM vbd" test ! -e /sys/bus/xen/devices/vbd-51744
+fi
 finish

@@ -188,6 +188,39 @@ else
 fi
 dmesg | grep -iE 'blkfront|xen_blkfront_rs' | tail -5
 ktap xen_blkfront_rs
+# The parameters are in sysfs with upstream's permissions; feature_persistent
+# (like trusted) is writable and applies from the next connection: rebound
+# with N, the frontend offers no persistent grants and uses none.
+P=/sys/module/xen_blkfront_rs/parameters
+perms=$(for f in feature_persistent max_indirect_segments max_queues max_ring_page_order trusted; do
+    printf '%s=%s ' $f "$(stat -c %a $P/$f 2>/dev/null)"; done)
+expect_eq "parameters in sysfs with upstream's permissions" "$perms" \
+    "feature_persistent=644 max_indirect_segments=444 max_queues=444 max_ring_page_order=444 trusted=644 "
+vbd=$(basename "$(readlink /sys/block/$D/device)")
+rebind() {
+    echo "$vbd" > /sys/bus/xen/drivers/xen_blkfront_rs/unbind
+    dmesg -c >/dev/null
+    echo "$vbd" > /sys/bus/xen/drivers/xen_blkfront_rs/bind
+    for i in $(seq 1 80); do [ -e /sys/block/$D ] && dmesg | grep -q "blkfront: $D:" && break; sleep 0.25; done
+}
+for v in N Y; do
+    echo $v > $P/feature_persistent
+    expect_eq "feature_persistent written through sysfs" "$(cat $P/feature_persistent)" $v
+    rebind
+    fp=$(xs_read "device/vbd/${vbd#vbd-}/feature-persistent")
+    line=$(dmesg | grep "blkfront: $D:" | tail -1)
+    echo "after feature_persistent=$v: frontend feature-persistent=$fp; $line"
+    if [ $v = N ]; then
+        expect_eq "feature_persistent=N: the next connection offers no persistent grants" "$fp" 0
+        case $line in
+        *"persistent grants: disabled"*) ok "feature_persistent=N: and uses none" ;;
+        *) not_ok "feature_persistent=N: and uses none" ;;
+        esac
+    else
+        expect_eq "feature_persistent=Y: offered again" "$fp" 1
+    fi
+    roundtrip "data after rebinding with feature_persistent=$v" $D 64k 16 4096
+done
 # xenbus holds a module reference per bound device: unbind, then unload.
 for dev in /sys/bus/xen/drivers/xen_blkfront_rs/vbd-*; do
     [ -e "$dev" ] && echo "$(basename "$dev")" > /sys/bus/xen/drivers/xen_blkfront_rs/unbind

@@ -20,7 +20,10 @@ bash "$T/virtio-guest.sh" -l virtio-resize -d 256M "$T/guest/virtio-resize.sh"
 KERNEL_APPEND=kmemleak=on bash "$T/virtio-guest.sh" -l virtio-serial -t 600 -d '64M,num-queues=1' -d '64M,num-queues=2' "$T/guest/virtio-serial.sh"
 bash "$T/virtio-guest.sh" -l virtio-unplug -d 128M -d 128M "$T/guest/virtio-unplug.sh"
 bash "$T/virtio-guest.sh" -l virtio-badconfig -d 64M -d '64M,physical_block_size=4096,min_io_size=6144' "$T/guest/virtio-badconfig.sh"
-bash "$T/virtio-guest.sh" -l virtio-4k -d '128M,logical_block_size=4096,physical_block_size=4096' "$T/guest/virtio-4k.sh"
+# 4 CPUs (the test kernel's NR_CPUS): the second disk, of 8 queues, gets
+# one per CPU; then 2 of them polled (io_uring hipri).
+SMP=4 GUEST_ENV="SCRIPTS=virtio-4k,virtio-scale,virtio-poll SCALE_DISK=vdb POLL_DISK=vdb POLL_QUEUES=2" bash "$T/virtio-guest.sh" -l virtio-4k-scale \
+    -d '128M,logical_block_size=4096,physical_block_size=4096' -d '64M,num-queues=8' "$T/guest/multi.sh"
 KERNEL_APPEND=kmemleak=on bash "$T/virtio-guest.sh" -l virtio-kmemleak -t 600 -d 64M -d 64M "$T/guest/virtio-kmemleak.sh"
 ro=$(mktemp /tmp/blkfront-ro.XXXX); truncate -s 64M "$ro"
 QEMU_EXTRA="-drive file=$ro,if=none,id=dro,format=raw,readonly=on -device virtio-blk-pci,drive=dro" \

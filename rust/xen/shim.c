@@ -9,6 +9,7 @@
 #include <linux/slab.h>
 #include <linux/scatterlist.h>
 #include <linux/cpumask.h>
+#include <linux/workqueue.h>
 #include <xen/xen.h>
 #include <xen/events.h>
 #include <xen/page.h>
@@ -307,4 +308,45 @@ struct page *rxen_sg_info(struct scatterlist *sg, unsigned int *offset,
 struct page *rxen_page_add(struct page *page, unsigned long n)
 {
 	return pfn_to_page(page_to_pfn(page) + n);
+}
+
+/*
+ * Periodic work: @fn(@ctx) every @period_ms on the system workqueue, until
+ * rxen_periodic_stop(), which waits for a running call and frees it
+ * (cancel_delayed_work_sync handles the work re-queueing itself).
+ */
+struct rxen_periodic {
+	struct delayed_work work;
+	void (*fn)(void *ctx);
+	void *ctx;
+	unsigned long period;
+};
+
+static void rxen_periodic_run(struct work_struct *w)
+{
+	struct rxen_periodic *p = container_of(to_delayed_work(w), struct rxen_periodic, work);
+
+	p->fn(p->ctx);
+	schedule_delayed_work(&p->work, p->period);
+}
+
+struct rxen_periodic *rxen_periodic_start(void (*fn)(void *ctx), void *ctx,
+					  unsigned int period_ms)
+{
+	struct rxen_periodic *p = kzalloc(sizeof(*p), GFP_KERNEL);
+
+	if (!p)
+		return NULL;
+	p->fn = fn;
+	p->ctx = ctx;
+	p->period = msecs_to_jiffies(period_ms);
+	INIT_DELAYED_WORK(&p->work, rxen_periodic_run);
+	schedule_delayed_work(&p->work, p->period);
+	return p;
+}
+
+void rxen_periodic_stop(struct rxen_periodic *p)
+{
+	cancel_delayed_work_sync(&p->work);
+	kfree(p);
 }

@@ -117,4 +117,10 @@ void rxen_kunmap_local(void *addr);
 struct page *rxen_alloc_page(void);
 void rxen_free_page(struct page *page);
 
+/* Periodic work (see shim.c): @fn(@ctx) every @period_ms until stopped. */
+struct rxen_periodic;
+struct rxen_periodic *rxen_periodic_start(void (*fn)(void *ctx), void *ctx,
+					  unsigned int period_ms);
+void rxen_periodic_stop(struct rxen_periodic *p);
+
 #endif

@@ -16,6 +16,7 @@
 
 pub mod evtchn;
 pub mod grant;
+pub mod periodic;
 pub mod ring;
 pub mod xenbus;
 

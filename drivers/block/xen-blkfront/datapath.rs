@@ -224,6 +224,11 @@ impl<Rq> Io<Rq> {
         });
     }
 
+    /// Revokes the idle persistent grants the backend no longer maps, now.
+    pub(crate) fn purge_now(&mut self) -> u32 {
+        self.dp.purge(&mut self.gt)
+    }
+
     /// Logs, once each, the features the backend withdrew.
     pub(crate) fn report_withdrawn(&mut self, dev: &kernel::device::Device) {
         let Withdrawn { flush, discard } = self.dp.take_withdrawn();

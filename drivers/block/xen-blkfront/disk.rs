@@ -51,6 +51,10 @@ use crate::ring::{
 };
 use crate::xen::{
     grant::for_each_request_frame,
+    periodic::{
+        Periodic,
+        PeriodicFn, //
+    },
     xenbus::Device, //
 };
 
@@ -77,6 +81,22 @@ pub(crate) fn ring_request(op: ReqOp, fua: bool, sector: u64, nr_sectors: u64) -
 /// Queue data shared by all hardware queues of a disk.
 pub(crate) struct Queues {
     rings: KVec<Arc<Ring<BlkOps>>>,
+}
+
+/// How often an idle disk revokes the persistent grants the backend
+/// stopped mapping (upstream's `blkfront_delay_work`: every 10 s).
+const IDLE_PURGE_MS: u32 = 10_000;
+
+/// The idle-disk purge: without it, persistent grants (and their pages)
+/// the backend dropped stay granted until the disk's next I/O.
+struct IdlePurge;
+
+impl PeriodicFn<Queues> for IdlePurge {
+    fn call(q: &Queues) {
+        for r in q.rings.iter() {
+            r.with_state(|st| st.purge_idle());
+        }
+    }
 }
 
 /// blk-mq operations of the frontend.
@@ -209,6 +229,8 @@ impl core::fmt::Debug for StatsView {
 
 /// A live disk.
 pub(crate) struct Disk {
+    /// Stopped first: it borrows the rings.
+    _idle_purge: Periodic<Queues>,
     gd: GenDisk<BlkOps>,
     #[cfg(CONFIG_FAULT_INJECTION)]
     _inject: Option<Pin<KBox<kernel::debugfs::File<FaultInjector<BlkOps>>>>>,
@@ -285,6 +307,7 @@ impl Disk {
         }
         let nr = u32::try_from(rs.len()).map_err(|_| EINVAL)?;
         let queues = Arc::new(Queues { rings: rs }, GFP_KERNEL)?;
+        let queues_for_purge = queues.clone();
         let tagset = Arc::pin_init(
             TagSet::new(nr, depth, limits.max_segments, queues),
             GFP_KERNEL,
@@ -354,6 +377,7 @@ impl Disk {
         )
         .ok();
         Ok(Self {
+            _idle_purge: Periodic::start::<IdlePurge>(queues_for_purge, IDLE_PURGE_MS)?,
             gd,
             #[cfg(CONFIG_FAULT_INJECTION)]
             _inject: inject,

@@ -350,6 +350,15 @@ impl<O: BlockOps> Ring<O> {
 }
 
 impl<O: BlockOps> RingState<O> {
+    /// Revokes now the persistent grants the backend stopped mapping (the
+    /// idle-disk purge: the I/O paths purge as they go). Returns how many.
+    pub(crate) fn purge_idle(&mut self) -> u32 {
+        match self.io.as_deref_mut() {
+            Some(io) if !self.broken => io.purge_now(),
+            _ => 0,
+        }
+    }
+
     /// Entries of the ring (queue depth).
     pub(crate) fn size(&self) -> u32 {
         self.front.size()

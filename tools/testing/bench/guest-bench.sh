@@ -353,9 +353,11 @@ exp_profile() {
 
 # ------------------------------------------------------------- virtio ----
 vdisk() { ls /sys/block | grep '^vd' | head -1; }
-virtio_load() { # c|rs
-    if [ "$1" = c ]; then insmod /lib/modules/virtio_blk.ko; else insmod /lib/modules/virtio_blk_rs.ko; fi ||
-        { not_ok "insmod virtio $1"; return 1; }
+virtio_load() { # c|rs [PARAMS...]
+    local drv=$1; shift
+    if [ "$drv" = c ]; then insmod /lib/modules/virtio_blk.ko "$@"; else insmod /lib/modules/virtio_blk_rs.ko "$@"; fi ||
+        { not_ok "insmod virtio $drv $*"; return 1; }
+    set -- "$drv"
     for i in $(seq 1 40); do [ -n "$(vdisk)" ] && break; sleep 0.25; done
     [ -n "$(vdisk)" ] || { not_ok "virtio $1: disk appears"; return 1; }
     sleep 0.3
@@ -364,6 +366,7 @@ virtio_unload() { if [ "$1" = c ]; then unload virtio_blk; else unload virtio_bl
 virtio_args() { # workload -> "RW BS fio-args"
     case $1 in
         qd1) echo "randread 4k --ioengine=psync --size=128M" ;;
+        poll1) echo "randread 4k --ioengine=io_uring --hipri=1 --iodepth=1 --size=128M" ;;
         qd32) echo "randread 4k --ioengine=libaio --iodepth=32 --size=128M" ;;
         seqread) echo "read 1M --ioengine=libaio --iodepth=4 --size=128M" ;;
         seqwrite) echo "write 1M --ioengine=libaio --iodepth=4 --size=128M" ;;
@@ -377,7 +380,9 @@ exp_virtio() {
     for w in $VWL; do
         for drv in c rs; do
             for r in $(seq 1 "$REPS"); do
-                virtio_load $drv || continue
+                # poll1: one of the disk's queues polled (QEMU gives it one
+                # per vCPU), in both drivers.
+                virtio_load $drv $([ "$w" = poll1 ] && echo poll_queues=1) || continue
                 d=$(vdisk)
                 set -- $(fio_one "$d" $(virtio_args $w)); kib=$1 bw=$2 iops=$3
                 virtio_unload $drv

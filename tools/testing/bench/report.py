@@ -275,7 +275,8 @@ if "align" in cfg["exps"]:
 
 # ---- 4. virtio ------------------------------------------------------------------
 if "virtio" in cfg["exps"]:
-    names = {"qd1": ("4k randread QD1", "iops"), "qd32": ("4k randread QD32", "iops"), "seqread": ("1M seq read", "mbps"), "seqwrite": ("1M seq write", "mbps")}
+    names = {"qd1": ("4k randread QD1", "iops"), "poll1": ("4k randread QD1, polled (io_uring hipri, poll_queues=1)", "iops"),
+             "qd32": ("4k randread QD32", "iops"), "seqread": ("1M seq read", "mbps"), "seqwrite": ("1M seq write", "mbps")}
     rows, csvrows, dat = [], [], "# wl c_med c_min c_max rs_med rs_min rs_max (ours/C normalised: C median = 1)\n"
     for wl in cfg["vwl"]:
         title, metric = names[wl]

@@ -8,7 +8,8 @@
 #  2. persistent grants    blkback feature_persistent 1 and 0, bs 4k/64k/1M
 #  3. alignment            4096-byte physical sectors: 512B..8K random writes,
 #                          reported topology, sfdisk + mkfs.ext4 results
-#  4. virtio               4k QD1/QD32 randread, 1M seq read/write
+#  4. virtio               4k QD1/QD32 randread, 4k QD1 polled randread
+#                          (poll_queues=1, io_uring hipri), 1M seq read/write
 #  5. compare              Xen, C and ours on two vbds of one dom0 disk
 #                          (swapped in a second boot), alternating: 4k
 #                          randread QD32, 1M seq read/write, blkback
@@ -75,7 +76,7 @@ if ((smoke)); then
     segs="32" bss="1M" abss="4k" vwl="qd1" ops="write" pops="randread" persist="1" ndomu=1 jobs=4
 else
     reps=${BENCH_REPS:-3} rt=${BENCH_RT:-3}
-    segs="11 32 64 128 256" bss="4k 64k 1M" abss="512 2k 4k 8k" vwl="qd1 qd32 seqread seqwrite" ops="write read" pops="randread" persist="1 0"
+    segs="11 32 64 128 256" bss="4k 64k 1M" abss="512 2k 4k 8k" vwl="qd1 poll1 qd32 seqread seqwrite" ops="write read" pops="randread" persist="1 0"
     ndomu=${BENCH_NDOMU:-2} jobs=1
 fi
 js() { printf '[%s]' "$(echo "$1" | sed 's/[^ ][^ ]*/"&"/g; s/ /,/g')"; }

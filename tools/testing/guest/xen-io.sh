@@ -182,6 +182,17 @@ if [ -r "$S" ]; then
         dd if=/dev/$D of=/dev/null bs=128k count=256 iflag=direct 2>/dev/null
         dd if=/dev/zero of=/dev/$D bs=128k count=256 seek=512 oflag=direct 2>/dev/null
         expect_eq "persistent grants: no new grants over 64 MiB more I/O" "$(st grants_granted)" "$g0"
+        # An idle disk gives back what the backend stopped mapping: dom0's
+        # blkback unmaps grants unused for 1 s, and the 10 s purge (upstream's
+        # blkfront_delay_work) revokes them with no I/O from this domain.
+        echo "DOM0-CMD: echo 1 > /sys/module/xen_blkback/parameters/persistent_grant_unused_seconds"
+        sleep 3
+        u0=$(st grants_in_use) r0=$(st grants_revoked)
+        sleep 22
+        u1=$(st grants_in_use) r1=$(st grants_revoked)
+        echo "DOM0-CMD: echo 60 > /sys/module/xen_blkback/parameters/persistent_grant_unused_seconds"
+        check "idle disk: grants the backend dropped are revoked without I/O (in use $u0 -> $u1, revoked $r0 -> $r1)" \
+            [ "$r1" -gt "$r0" -a "$u1" -lt "$u0" ]
     fi
 else
     not_ok "debugfs stats at $S"

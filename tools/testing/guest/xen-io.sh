@@ -187,11 +187,11 @@ if [ -r "$S" ]; then
         # blkfront_delay_work) revokes them with no I/O from this domain.
         echo "DOM0-CMD: echo 1 > /sys/module/xen_blkback/parameters/persistent_grant_unused_seconds"
         sleep 3
-        u0=$(st grants_in_use) r0=$(st grants_revoked)
+        u0=$(st persistent_grants_held) r0=$(st grants_revoked)
         sleep 22
-        u1=$(st grants_in_use) r1=$(st grants_revoked)
+        u1=$(st persistent_grants_held) r1=$(st grants_revoked)
         echo "DOM0-CMD: echo 60 > /sys/module/xen_blkback/parameters/persistent_grant_unused_seconds"
-        check "idle disk: grants the backend dropped are revoked without I/O (in use $u0 -> $u1, revoked $r0 -> $r1)" \
+        check "idle disk: grants the backend dropped are revoked without I/O (held $u0 -> $u1, revoked $r0 -> $r1)" \
             [ "$r1" -gt "$r0" -a "$u1" -lt "$u0" ]
     fi
 else

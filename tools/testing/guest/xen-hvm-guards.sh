@@ -1,7 +1,8 @@
 #!/bin/sh
 # Xen PVH (or HVM) domU: upstream's HVM guards. dom0 attaches a CD-ROM vbd
 # (xvdc); an HVM-type guest must leave it alone (an HVM guest keeps its
-# emulated drive), with one line saying why, and the vbd detaches cleanly.
+# emulated drive), with one line saying why; dom0 then forces the vbd away
+# (xl cannot remove a vbd no frontend ever took, as with the C driver).
 # In a PV guest the same vbd binds (guest/xen-compare.sh, XEN_CDROM=1).
 . /guest/common.sh
 gt=$(cat /sys/hypervisor/guest_type 2>/dev/null)

@@ -53,7 +53,7 @@ GUEST_ENV="SCRIPTS=debug-start,virtio-io,fio-verify,virtio-unplug,debug-report V
     -d '256M,logical_block_size=512,physical_block_size=4096,min_io_size=4096,opt_io_size=1048576,num-queues=2,queue-size=256' \
     "$T/guest/multi.sh" &
 virtio_boot=$!
-GUEST_ENV="SCRIPTS=debug-start,xen-io,fio-verify,xen-removal,xen-faults,xen-hvm-guards,debug-report VERIFY_MOD=xen_blkfront_rs VERIFY_DISK=xvda VERIFY_SIZE=64M" \
+GUEST_ENV="SCRIPTS=debug-start,xen-io,xen-removal,xen-faults,xen-hvm-guards,debug-report VERIFY_MOD=xen_blkfront_rs VERIFY_DISK=xvda VERIFY_SIZE=64M" \
     KO_DIR=$KO DOMU_TYPE=pvh DOMU_MEM=768 DOMU_KERNEL=$KDBG/arch/x86/boot/bzImage DOMU_MODULES=$KDBG/drivers/block DOMU_APPEND=kmemleak=on \
     bash "$T/xen-guest.sh" -l debug-xen -p 1 -s 256M -c 1 -t 1800 "$T/guest/multi.sh"
 wait "$virtio_boot"

@@ -6,9 +6,12 @@
 #    KASAN and TCG; the test kernel's boots verify 256 MiB),
 #    surprise removal of a disk under I/O;
 #  - a Xen PVH domU on it (dom0 stays on the test kernel; KASAN does not
-#    boot as a PV guest): data checks, fio verify, xl save/restore with
-#    requests held and removal in the reconnect window, then the ring
-#    broken under fio by fault injection and the backend's detach.
+#    boot as a PV guest): data checks (with rebinds), xl save/restore with
+#    requests held and removal in the reconnect window, the ring broken
+#    under fio by fault injection and the backend's detach, and the HVM
+#    guards (a CD-ROM vbd left alone). No fio verify here (2.5 minutes
+#    under KASAN): the virtio boot beside it and both Xen boots of 20-xen.sh
+#    verify.
 #    One vCPU: with two, a PVH domU nested under TCG triple-faulted once
 #    in user mode during fio, outside any driver. xen-suspend (a second
 #    save/restore) runs on PV in 20-xen.sh.

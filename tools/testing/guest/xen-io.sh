@@ -236,7 +236,7 @@ for v in N Y; do
     else
         expect_eq "feature_persistent=Y: offered again" "$fp" 1
     fi
-    roundtrip "data after rebinding with feature_persistent=$v" $D 64k 16 4096
+    roundtrip "data after rebinding with feature_persistent=$v" $D 64k 16 100
 done
 # xenbus holds a module reference per bound device: unbind, then unload.
 for dev in /sys/bus/xen/drivers/xen_blkfront_rs/vbd-*; do

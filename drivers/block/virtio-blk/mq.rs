@@ -141,7 +141,11 @@ impl blkmq::Operations for BlkOps {
             found = found.saturating_add(1);
         }
         drop(vq);
-        slot.polled.fetch_add(u64::from(found), Ordering::Relaxed);
+        // blk-mq polls in a loop, mostly finding nothing: leave the shared
+        // counter's cache line alone then.
+        if found != 0 {
+            slot.polled.fetch_add(u64::from(found), Ordering::Relaxed);
+        }
         found
     }
 }

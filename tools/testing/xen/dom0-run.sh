@@ -26,7 +26,12 @@ echo "dom0: backing disk /dev/vdb: phys $(cat /sys/block/vdb/queue/physical_bloc
 # A common start second for all domUs: after the last one has been created.
 T0=$(( $(date +%s) + 30 + 45 * (NDOMU - 1) ))
 sed "s/@T0@/$T0/" /run/payload/domU.cfg > /run/domU.cfg
-start=$(date +%s)
+# Elapsed time is measured on dom0's uptime (monotonic), not on `date`: a
+# wall-clock step must not end the wait early; the time-out message gives
+# both and the restores still in progress.
+uptime_s() { read -r up _ </proc/uptime; echo "${up%.*}"; }
+start=$(uptime_s)
+wall_start=$(date +%s)
 i=2
 while [ "$i" -le "$NDOMU" ]; do
     sed "s/@T0@/$T0/" /run/payload/domU$i.cfg > /run/domU$i.cfg
@@ -37,12 +42,18 @@ timeout "$DOMU_TIMEOUT" xl create -c /run/domU.cfg
 rc=$?
 # The guest had itself saved and restored (save-restore): its console goes
 # on from the log until the restored domain exits.
-restoring() { ls /run/domU-restore.* >/dev/null 2>&1; }
-while restoring && [ $(( $(date +%s) - start )) -lt "$DOMU_TIMEOUT" ]; do sleep 1; done
+# A shell test of each flag, not `ls flag*`: when a save ends the domain an
+# earlier call restored, that call's waiter removes its flag between the
+# glob's expansion and ls's stat, ls fails although the new call's flag
+# exists, the wait ends, and the `xl destroy` below kills the domain being
+# restored ("Failed to populate physmap", "Non-existant domain": a clean CI
+# run, 2026-12-02, and earlier boots).
+restoring() { for f in /run/domU-restore.*; do [ -e "$f" ] && return 0; done; return 1; }
+while restoring && [ $(( $(uptime_s) - start )) -lt "$DOMU_TIMEOUT" ]; do sleep 1; done
 restoring && rc=124
 i=2
 while [ "$i" -le "$NDOMU" ]; do
-    while xl list "blktest$i" >/dev/null 2>&1 && [ $(( $(date +%s) - start )) -lt "$DOMU_TIMEOUT" ]; do sleep 1; done
+    while xl list "blktest$i" >/dev/null 2>&1 && [ $(( $(uptime_s) - start )) -lt "$DOMU_TIMEOUT" ]; do sleep 1; done
     xl list "blktest$i" >/dev/null 2>&1 && { echo "dom0: domU$i timed out"; xl destroy "blktest$i"; }
     tr -d '\r' < /var/log/xen/console/guest-blktest$i.log 2>/dev/null |
         sed -e "s/^\(not \)\{0,1\}ok \([0-9]*\) - /\1ok \2 - domU$i: /" \
@@ -53,7 +64,7 @@ while [ "$i" -le "$NDOMU" ]; do
         echo "not ok 0 - domU$i: no GUEST-EXIT line (hang, panic or timeout)"
     i=$((i + 1))
 done
-[ $rc = 124 ] && echo "dom0: domU timed out after $DOMU_TIMEOUT s"
+[ $rc = 124 ] && echo "dom0: domU timed out: $DOMU_TIMEOUT s allowed, $(( $(uptime_s) - start )) s elapsed (wall clock: $(( $(date +%s) - wall_start )) s); restores in progress: $(echo /run/domU-restore.*)"
 if [ -r /run/payload/dom0-after.sh ]; then sh /run/payload/dom0-after.sh; fi
 xl destroy blktest 2>/dev/null
 kill "$relay" 2>/dev/null

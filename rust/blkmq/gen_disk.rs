@@ -232,6 +232,33 @@ impl<T: Operations> GenDisk<T> {
         unsafe { bindings::blk_mq_kick_requeue_list((*self.raw()).queue) };
     }
 
+    /// Wait for every request in flight to end, then hold new ones in
+    /// blk-mq (not failed, not sent to the driver) until
+    /// [`GenDisk::resume_dispatch`]; when this returns no `queue_rq`,
+    /// `commit_rqs` or `poll` of a request in flight is running. For a
+    /// device reset or a system sleep (upstream's `virtblk_freeze_priv`,
+    /// which does not wait for a dispatch in progress). Sleeps.
+    pub fn stop_dispatch(&self) {
+        // SAFETY: the disk and its queue are valid. Freezing waits for the
+        // requests in flight; quiescing (with its RCU wait) for a dispatch
+        // in progress; unfreezing lets new requests be allocated, to wait in
+        // blk-mq. No allocation happens while frozen, so the noio flags of
+        // `blk_mq_freeze_queue` are not needed.
+        unsafe {
+            let q = (*self.raw()).queue;
+            bindings::blk_mq_freeze_queue_nomemsave(q);
+            bindings::blk_mq_quiesce_queue(q);
+            bindings::blk_mq_unfreeze_queue_nomemrestore(q);
+        }
+    }
+
+    /// Dispatch again what [`GenDisk::stop_dispatch`] held.
+    pub fn resume_dispatch(&self) {
+        // SAFETY: the disk and its queue are valid; quiesced by
+        // `stop_dispatch` (blk-mq counts quiesce depth).
+        unsafe { bindings::blk_mq_unquiesce_queue((*self.raw()).queue) };
+    }
+
     /// Resize and send a uevent (`set_capacity_and_notify`).
     pub fn set_capacity_and_notify(&self, sectors: u64) -> bool {
         // SAFETY: the disk is valid.

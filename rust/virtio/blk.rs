@@ -262,7 +262,9 @@ impl IdRequest {
 }
 
 /// A virtqueue whose buffers are virtio-blk requests of blk-mq driver `T`
-/// (and at most one [`IdRequest`]).
+/// (and at most one [`IdRequest`]). Between a freeze and the restore it has
+/// no virtqueue ([`BlkVq::surrender`], [`BlkVq::attach`]): submissions fail
+/// with `ENODEV`, completions find nothing.
 ///
 /// # Invariants
 ///
@@ -270,7 +272,7 @@ impl IdRequest {
 /// address of `id`'s [`IdRequest`], added by `submit_get_id`; `id` holds it
 /// while the device may use its buffers.
 pub struct BlkVq<T: Operations<RequestData = BlkReq>> {
-    vq: Virtqueue,
+    vq: Option<Virtqueue>,
     /// The GET_ID request the device holds, if any.
     id: Option<Arc<IdRequest>>,
     /// GET_ID answers that came after their waiter gave up.
@@ -282,7 +284,7 @@ impl<T: Operations<RequestData = BlkReq>> BlkVq<T> {
     /// Use `vq` (fresh from `find_vqs`, no buffers) for virtio-blk requests.
     pub fn new(vq: Virtqueue) -> Self {
         Self {
-            vq,
+            vq: Some(vq),
             id: None,
             late_id_answers: 0,
             _p: PhantomData,
@@ -294,6 +296,9 @@ impl<T: Operations<RequestData = BlkReq>> BlkVq<T> {
     /// `req` was sent before or another GET_ID is outstanding here,
     /// `ENOSPC` if the ring is full.
     pub fn submit_get_id(&mut self, req: &Arc<IdRequest>) -> Result {
+        let Some(vq) = self.vq.as_mut() else {
+            return Err(ENODEV);
+        };
         if self.id.is_some() || req.submitted.swap(true, Ordering::Relaxed) {
             return Err(EBUSY);
         }
@@ -316,16 +321,28 @@ impl<T: Operations<RequestData = BlkReq>> BlkVq<T> {
         // SAFETY: see above; the CPU does not touch `id` or `status` until
         // the device returns the token (`answer`), nor frees them before
         // (`self.id`, type invariant).
-        unsafe { self.vq.add_sgs(&mut ptrs, 1, token) }?;
+        unsafe { vq.add_sgs(&mut ptrs, 1, token) }?;
         self.id = Some(req.clone());
         Ok(())
+    }
+
+    /// Give the virtqueue back (after a freeze, the device reset and
+    /// [`BlkVq::reclaim`]), so that it can be deleted; `None` if already
+    /// given.
+    pub fn surrender(&mut self) -> Option<Virtqueue> {
+        self.vq.take()
+    }
+
+    /// Use `vq` (fresh from `find_vqs` at a restore, no buffers).
+    pub fn attach(&mut self, vq: Virtqueue) {
+        self.vq = Some(vq);
     }
 
     /// Take back what the device still held now that it was reset (it no
     /// longer writes to it): the GET_ID request it never answered (true if
     /// there was one) and the ring's bookkeeping for it.
     pub fn reclaim(&mut self, reset: &Reset) -> bool {
-        while let Some(token) = self.vq.detach_unused_buf(reset) {
+        while let Some(token) = self.vq.as_mut().and_then(|vq| vq.detach_unused_buf(reset)) {
             let is_id = self
                 .id
                 .as_ref()
@@ -350,6 +367,9 @@ impl<T: Operations<RequestData = BlkReq>> BlkVq<T> {
     /// Add a prepared request. On failure (`ENOSPC`: ring full, `ENOMEM`)
     /// the request is given back.
     pub fn submit(&mut self, rq: Request<T>) -> core::result::Result<(), (Request<T>, Error)> {
+        let Some(vq) = self.vq.as_mut() else {
+            return Err((rq, ENODEV));
+        };
         let p = rq.data_ptr();
         let data_sg = rq.sg_ptr();
         let mut sgs: [*mut bindings::scatterlist; 4] = [core::ptr::null_mut(); 4];
@@ -394,7 +414,7 @@ impl<T: Operations<RequestData = BlkReq>> BlkVq<T> {
         let token = rq.into_raw();
         // SAFETY: the buffers stay valid and untouched while the device
         // owns `token` (see above); the token is a `Request<T>` (invariant).
-        match unsafe { self.vq.add_sgs(&mut sgs[..n], out, token) } {
+        match unsafe { vq.add_sgs(&mut sgs[..n], out, token) } {
             Ok(()) => Ok(()),
             // SAFETY: the device did not take the token: ours again.
             Err(e) => Err((unsafe { Request::from_raw(token) }, e)),
@@ -403,14 +423,14 @@ impl<T: Operations<RequestData = BlkReq>> BlkVq<T> {
 
     /// Prepare a notification (under the lock); send it after unlocking.
     pub fn kick_prepare(&mut self) -> Option<Notifier> {
-        self.vq.kick_prepare()
+        self.vq.as_mut()?.kick_prepare()
     }
 
     /// Take back one request the device finished. A GET_ID answer on the
     /// way is handed to its waiter (or dropped if it gave up).
     pub fn complete_one(&mut self) -> Option<Request<T>> {
         loop {
-            let (token, _len) = self.vq.get_buf()?;
+            let (token, _len) = self.vq.as_mut()?.get_buf()?;
             let is_id = self
                 .id
                 .as_ref()
@@ -431,12 +451,14 @@ impl<T: Operations<RequestData = BlkReq>> BlkVq<T> {
 
     /// Disable used-buffer interrupts.
     pub fn disable_cb(&mut self) {
-        self.vq.disable_cb()
+        if let Some(vq) = self.vq.as_mut() {
+            vq.disable_cb();
+        }
     }
 
     /// Re-enable used-buffer interrupts; false if buffers arrived meanwhile.
     pub fn enable_cb(&mut self) -> bool {
-        self.vq.enable_cb()
+        self.vq.as_mut().is_none_or(|vq| vq.enable_cb())
     }
 }
 
@@ -446,7 +468,7 @@ impl<T: Operations<RequestData = BlkReq>> Drop for BlkVq<T> {
             // Not reclaimed after a reset: the device may still write into
             // the buffers, so they must not be freed. Does not happen with
             // `Registration` (it resets the device and calls
-            // `Driver::reset_done` before the driver data goes).
+            // `Driver::reclaim` before the driver data goes).
             pr_warn!("GET_ID buffer still owned by the device at teardown: leaked\n");
             core::mem::forget(id);
         }

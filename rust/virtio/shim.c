@@ -26,6 +26,8 @@ struct virtio_driver *blkfront_rs_virtio_register(const char *name, u32 device_i
 						  blkfront_rs_virtio_probe_t probe,
 						  blkfront_rs_virtio_fn_t remove,
 						  blkfront_rs_virtio_fn_t config_changed,
+						  blkfront_rs_virtio_probe_t freeze,
+						  blkfront_rs_virtio_probe_t restore,
 						  int *err)
 {
 	struct blkfront_rs_virtio_drv *d = kzalloc(sizeof(*d), GFP_KERNEL);
@@ -45,6 +47,12 @@ struct virtio_driver *blkfront_rs_virtio_register(const char *name, u32 device_i
 	d->drv.probe = probe;
 	d->drv.remove = remove;
 	d->drv.config_changed = config_changed;
+#ifdef CONFIG_PM_SLEEP
+	d->drv.freeze = freeze;
+	d->drv.restore = restore;
+#endif
+	d->drv.reset_prepare = freeze;
+	d->drv.reset_done = restore;
 	*err = register_virtio_driver(&d->drv);
 	if (*err) {
 		kfree(d);
@@ -115,11 +123,66 @@ size_t blkfront_rs_virtio_max_dma_size(struct virtio_device *vdev)
 }
 
 /*
- * The virtqueues are named "<prefix><index>" (virtio_blk: "req.0", ...). A
- * virtqueue keeps the pointer to its name, so the names are device-managed:
- * freed when the driver unbinds, after remove() (or a failed probe) deleted
- * the virtqueues. The last @npoll get no callback (no interrupt): polled.
+ * The names of a device's virtqueues, "<prefix><index>" (virtio_blk:
+ * "req.0", ...). A virtqueue keeps the pointer to its name, so the names are
+ * device-managed: freed when the driver unbinds, after remove() (or a failed
+ * probe) deleted the virtqueues. Made once per binding: a restore after a
+ * reset or a sleep finds the same names again instead of allocating more.
  */
+struct blkfront_rs_vq_names {
+	unsigned int n;
+	const char *prefix;
+	char *names[];
+};
+
+static void blkfront_rs_vq_names_release(struct device *dev, void *res)
+{
+	struct blkfront_rs_vq_names *v = res;
+	unsigned int i;
+
+	for (i = 0; i < v->n; i++)
+		kfree(v->names[i]);
+}
+
+static int blkfront_rs_vq_names_match(struct device *dev, void *res, void *data)
+{
+	struct blkfront_rs_vq_names *v = res, *want = data;
+
+	return v->n == want->n && v->prefix == want->prefix;
+}
+
+static struct blkfront_rs_vq_names *blkfront_rs_vq_names(struct virtio_device *vdev,
+							  unsigned int n, const char *prefix)
+{
+	struct blkfront_rs_vq_names want = { .n = n, .prefix = prefix };
+	struct blkfront_rs_vq_names *v;
+	unsigned int i;
+
+	v = devres_find(&vdev->dev, blkfront_rs_vq_names_release,
+			blkfront_rs_vq_names_match, &want);
+	if (v)
+		return v;
+	v = devres_alloc(blkfront_rs_vq_names_release, struct_size(v, names, n),
+			 GFP_KERNEL);
+	if (!v)
+		return NULL;
+	v->prefix = prefix;
+	for (i = 0; i < n; i++) {
+		v->names[i] = kasprintf(GFP_KERNEL, "%s%u", prefix, i);
+		if (!v->names[i]) {
+			/* devres_free() does not run the release function. */
+			v->n = i;
+			blkfront_rs_vq_names_release(&vdev->dev, v);
+			devres_free(v);
+			return NULL;
+		}
+	}
+	v->n = n;
+	devres_add(&vdev->dev, v);
+	return v;
+}
+
+/* The last @npoll virtqueues get no callback (no interrupt): polled. */
 int blkfront_rs_virtio_find_vqs(struct virtio_device *vdev, unsigned int nvqs,
 				unsigned int npoll, struct virtqueue **vqs,
 				blkfront_rs_vq_callback_t callback, const char *prefix)
@@ -127,21 +190,20 @@ int blkfront_rs_virtio_find_vqs(struct virtio_device *vdev, unsigned int nvqs,
 	struct irq_affinity desc = { 0, };
 	struct virtqueue_info *info;
 	unsigned int i;
-	int err = 0;
+	int err;
 
+	struct blkfront_rs_vq_names *names = blkfront_rs_vq_names(vdev, nvqs, prefix);
+
+	if (!names)
+		return -ENOMEM;
 	info = kcalloc(nvqs, sizeof(*info), GFP_KERNEL);
 	if (!info)
 		return -ENOMEM;
 	for (i = 0; i < nvqs; i++) {
-		info[i].name = devm_kasprintf(&vdev->dev, GFP_KERNEL, "%s%u", prefix, i);
-		if (!info[i].name) {
-			err = -ENOMEM;
-			goto out;
-		}
+		info[i].name = names->names[i];
 		info[i].callback = i < nvqs - npoll ? callback : NULL;
 	}
 	err = virtio_find_vqs(vdev, nvqs, vqs, info, &desc);
-out:
 	kfree(info);
 	return err;
 }
@@ -149,6 +211,11 @@ out:
 void blkfront_rs_virtio_del_vqs(struct virtio_device *vdev)
 {
 	vdev->config->del_vqs(vdev);
+}
+
+unsigned int blkfront_rs_virtio_nr_vqs(struct virtio_device *vdev)
+{
+	return list_count_nodes(&vdev->vqs);
 }
 
 void blkfront_rs_virtio_device_ready(struct virtio_device *vdev)
@@ -246,6 +313,11 @@ void blkfront_rs_work_free_sync(struct blkfront_rs_work *w)
 {
 	cancel_work_sync(&w->work);
 	kfree(w);
+}
+
+void blkfront_rs_work_flush(struct blkfront_rs_work *w)
+{
+	flush_work(&w->work);
 }
 
 /* The config-space offsets the Rust side (blkcore::virtio::offset) uses. */

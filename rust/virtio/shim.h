@@ -24,13 +24,20 @@ typedef int (*blkfront_rs_virtio_probe_t)(struct virtio_device *vdev);
 typedef void (*blkfront_rs_virtio_fn_t)(struct virtio_device *vdev);
 typedef void (*blkfront_rs_work_fn_t)(void *ctx);
 
-/* Driver registration (register_virtio_driver needs THIS_MODULE). */
+/*
+ * Driver registration (register_virtio_driver needs THIS_MODULE). @freeze
+ * and @restore serve both a system sleep (.freeze/.restore, with
+ * CONFIG_PM_SLEEP) and a transport reset such as a PCI function level reset
+ * (.reset_prepare/.reset_done), as virtio_blk's do.
+ */
 struct virtio_driver *blkfront_rs_virtio_register(const char *name, u32 device_id,
 						  const unsigned int *features,
 						  unsigned int nfeatures,
 						  blkfront_rs_virtio_probe_t probe,
 						  blkfront_rs_virtio_fn_t remove,
 						  blkfront_rs_virtio_fn_t config_changed,
+						  blkfront_rs_virtio_probe_t freeze,
+						  blkfront_rs_virtio_probe_t restore,
 						  int *err);
 void blkfront_rs_virtio_unregister(struct virtio_driver *drv);
 
@@ -50,6 +57,8 @@ int blkfront_rs_virtio_find_vqs(struct virtio_device *vdev, unsigned int nvqs,
 				unsigned int npoll, struct virtqueue **vqs,
 				blkfront_rs_vq_callback_t callback, const char *prefix);
 void blkfront_rs_virtio_del_vqs(struct virtio_device *vdev);
+/* How many virtqueues the device has now (its vqs list). */
+unsigned int blkfront_rs_virtio_nr_vqs(struct virtio_device *vdev);
 void blkfront_rs_virtio_device_ready(struct virtio_device *vdev);
 void blkfront_rs_virtio_reset_device(struct virtio_device *vdev);
 
@@ -70,6 +79,8 @@ bool blkfront_rs_vq_enable_cb(struct virtqueue *vq);
 struct blkfront_rs_work *blkfront_rs_work_alloc(blkfront_rs_work_fn_t fn, void *ctx);
 void blkfront_rs_work_schedule(struct blkfront_rs_work *w);
 void blkfront_rs_work_free_sync(struct blkfront_rs_work *w);
+/* Wait for a run in progress (flush_work); the item stays usable. */
+void blkfront_rs_work_flush(struct blkfront_rs_work *w);
 
 /* The virtio-blk disk attributes (cache_type), a static attribute_group. */
 const void *blkfront_rs_virtio_blk_attr_group(void);

@@ -16,8 +16,13 @@
 //!    it from then on), then `T::start` (e.g. `virtio_device_ready`, adding
 //!    the disk). On error: as in `remove`.
 //! 3. `remove`: pending config work is cancelled, `T::remove` runs, then
-//!    the device is reset, `T::reset_done` reclaims buffers the device never
+//!    the device is reset, `T::reclaim` takes back buffers the device never
 //!    returned, its virtqueues are deleted, and the data dropped.
+//! 4. A system sleep or a transport reset (PCI function level reset), both
+//!    as upstream's virtio_blk: `T::freeze` stops I/O, pending config work
+//!    is flushed, the device is reset, `T::reclaim` runs, `T::surrender_vqs`
+//!    hands back every [`Virtqueue`] and they are deleted; later
+//!    `T::restore` finds new ones and resumes I/O. The data stays.
 //!
 //! Config-change interrupts are deferred to process context: `T::config_changed`
 //! may sleep.
@@ -37,6 +42,12 @@ use kernel::{
 };
 
 pub mod blk;
+mod virtqueue;
+
+pub use virtqueue::{
+    Notifier,
+    Virtqueue, //
+};
 
 #[allow(
     dead_code,
@@ -174,7 +185,7 @@ impl Device {
         for vq in vqs.iter() {
             let vq = NonNull::new(*vq).ok_or(code::EINVAL)?;
             // INVARIANT: found above; deleted only by `Registration`.
-            out.push(Virtqueue { vq }, GFP_KERNEL)?;
+            out.push(Virtqueue::new(vq), GFP_KERNEL)?;
         }
         Ok(out)
     }
@@ -219,124 +230,10 @@ impl AsRef<device::Device> for Device {
     }
 }
 
-/// A virtqueue. Operations other than [`Notifier::notify`] must be
-/// serialised by the driver (keep it in a lock).
-///
-/// # Invariants
-///
-/// `vq` is a virtqueue found by [`Device::find_vqs`], alive until the device's
-/// virtqueues are deleted, which [`Registration`] does only after the driver
-/// stopped using it (`remove`, failed probe).
-pub struct Virtqueue {
-    vq: NonNull<shim::virtqueue>,
-}
-
-// SAFETY: virtqueue functions may be called from any CPU when serialised.
-unsafe impl Send for Virtqueue {}
-
-impl Virtqueue {
-    fn raw(&self) -> *mut shim::virtqueue {
-        self.vq.as_ptr()
-    }
-
-    /// Free descriptors.
-    pub fn num_free(&self) -> u32 {
-        // SAFETY: live virtqueue.
-        unsafe { shim::blkfront_rs_vq_num_free(self.raw()) }
-    }
-
-    /// Expose a buffer chain: `sgs[..out]` device-readable, `sgs[out..]`
-    /// device-writable, identified by `token` (returned by `get_buf`).
-    ///
-    /// # Safety
-    ///
-    /// Every scatterlist in `sgs` (and the memory it describes) must stay
-    /// valid and untouched by the CPU until `token` comes back from
-    /// [`Virtqueue::get_buf`] or the device is reset.
-    unsafe fn add_sgs(
-        &mut self,
-        sgs: &mut [*mut bindings::scatterlist],
-        out: u32,
-        token: NonNull<c_void>,
-    ) -> Result {
-        let in_ = sgs.len() as u32 - out;
-        // SAFETY: live virtqueue, serialised by `&mut self`; see the
-        // function's contract for the buffers.
-        kernel::error::to_result(unsafe {
-            shim::blkfront_rs_vq_add_sgs(
-                self.raw(),
-                sgs.as_mut_ptr().cast(),
-                out,
-                in_,
-                token.as_ptr(),
-            )
-        })
-    }
-
-    /// Prepare a notification; `Some` when the device wants one. Call
-    /// [`Notifier::notify`] after dropping the lock.
-    pub fn kick_prepare(&mut self) -> Option<Notifier> {
-        // SAFETY: live virtqueue, serialised by `&mut self`.
-        if unsafe { shim::blkfront_rs_vq_kick_prepare(self.raw()) } {
-            Some(Notifier { vq: self.vq })
-        } else {
-            None
-        }
-    }
-
-    /// Take back a used buffer's token and the length the device wrote.
-    fn get_buf(&mut self) -> Option<(NonNull<c_void>, u32)> {
-        let mut len = 0u32;
-        // SAFETY: live virtqueue, serialised by `&mut self`.
-        let t = unsafe { shim::blkfront_rs_vq_get_buf(self.raw(), &mut len) };
-        NonNull::new(t).map(|t| (t, len))
-    }
-
-    /// Disable used-buffer interrupts.
-    pub fn disable_cb(&mut self) {
-        // SAFETY: live virtqueue, serialised by `&mut self`.
-        unsafe { shim::blkfront_rs_vq_disable_cb(self.raw()) }
-    }
-
-    /// After a reset: take back the token of one buffer the device still
-    /// held (`virtqueue_detach_unused_buf`, which also frees the ring's
-    /// bookkeeping for it, e.g. an indirect descriptor table).
-    fn detach_unused_buf(&mut self, _reset: &Reset) -> Option<NonNull<c_void>> {
-        // SAFETY: live virtqueue, serialised by `&mut self`; the device was
-        // reset (`Reset`), so the queue is not active.
-        NonNull::new(unsafe { shim::blkfront_rs_vq_detach_unused_buf(self.raw()) })
-    }
-
-    /// Re-enable used-buffer interrupts; false when buffers arrived
-    /// meanwhile (process them and try again).
-    pub fn enable_cb(&mut self) -> bool {
-        // SAFETY: live virtqueue, serialised by `&mut self`.
-        unsafe { shim::blkfront_rs_vq_enable_cb(self.raw()) }
-    }
-}
-
-/// A pending notification of a virtqueue, to be sent outside its lock.
-///
-/// # Invariants
-///
-/// `vq` is alive (from a live [`Virtqueue`], used in the same call chain).
-#[must_use = "a prepared kick must be sent"]
-pub struct Notifier {
-    vq: NonNull<shim::virtqueue>,
-}
-
-impl Notifier {
-    /// `virtqueue_notify`: false if the device is broken.
-    pub fn notify(self) -> bool {
-        // SAFETY: live virtqueue (type invariant); notify needs no lock.
-        unsafe { shim::blkfront_rs_vq_notify(self.vq.as_ptr()) }
-    }
-}
-
 /// Proof that the device was reset (`virtio_reset_device`): it reads and
 /// writes none of the buffers it was given any more, and raises no more
 /// virtqueue interrupts. Only [`Registration`] makes one, for
-/// [`Driver::reset_done`].
+/// [`Driver::reclaim`].
 pub struct Reset(());
 
 /// A virtio driver.
@@ -359,10 +256,32 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// Tear down what `start` built; after it the device is reset and its
     /// virtqueues deleted.
     fn remove(self: Pin<&Self>, dev: &Device);
-    /// The device was reset (after `remove`): free what it still held
-    /// (buffers it never returned). Its virtqueues are deleted next.
-    fn reset_done(self: Pin<&Self>, dev: &Device, reset: &Reset) {
+    /// The device was reset (after `remove` or `freeze`): free what it still
+    /// held (buffers it never returned).
+    fn reclaim(self: Pin<&Self>, dev: &Device, reset: &Reset) {
         let _ = (dev, reset);
+    }
+    /// A system sleep or a transport reset is coming: wait for the requests
+    /// in flight and hold new ones, and let no task be inside a virtqueue
+    /// operation when this returns (upstream's `virtblk_freeze_priv`). The
+    /// device is reset and [`Driver::reclaim`] called next. On error the
+    /// sleep (or reset) is refused and nothing else happens.
+    fn freeze(self: Pin<&Self>, dev: &Device) -> Result {
+        let _ = dev;
+        Err(code::EOPNOTSUPP)
+    }
+    /// After `freeze` and `reclaim`: give back every [`Virtqueue`] found so
+    /// far, so that they can be deleted. One kept back stops the freeze
+    /// (`EBUSY`): a deleted virtqueue must not stay reachable.
+    fn surrender_vqs(self: Pin<&Self>, dev: &Device) -> KVec<Virtqueue> {
+        let _ = dev;
+        KVec::new()
+    }
+    /// Resume after `freeze`: find the virtqueues again
+    /// ([`Device::find_vqs`]), [`Device::ready`], release held requests.
+    fn restore(self: Pin<&Self>, dev: &Device) -> Result {
+        let _ = dev;
+        Err(code::EOPNOTSUPP)
     }
 }
 
@@ -504,14 +423,83 @@ unsafe fn remove_state<T: Driver>(vdev: *mut shim::virtio_device, st: *mut DevSt
     T::remove(data, dev);
     // SAFETY: the driver is done with the device (`remove` returned).
     unsafe { shim::blkfront_rs_virtio_reset_device(vdev) };
-    T::reset_done(data, dev, &Reset(()));
-    // SAFETY: reset above; `reset_done` returned, nobody uses the queues.
+    T::reclaim(data, dev, &Reset(()));
+    // SAFETY: reset above; `reclaim` returned, nobody uses the queues.
     unsafe { shim::blkfront_rs_virtio_del_vqs(vdev) };
     // SAFETY: no callback reads `priv` any more (no interrupts, no work).
     unsafe { shim::blkfront_rs_virtio_set_priv(vdev, core::ptr::null_mut()) };
     // SAFETY: `st` came from `KBox::into_raw` in `probe_cb` and is no longer
     // published; `data` and `dev` are not used past this point.
     drop(unsafe { KBox::from_raw(st) });
+}
+
+/// The virtio core's `freeze` and `reset_prepare`.
+///
+/// # Safety
+///
+/// Called only by the virtio core, with a live device bound to `T`, with
+/// config-change callbacks disabled.
+unsafe extern "C" fn freeze_cb<T: Driver>(vdev: *mut shim::virtio_device) -> ffi::c_int {
+    // SAFETY: `priv` is null or a live `DevState<T>` (see `vq_callback`).
+    let Some(st) = (unsafe {
+        shim::blkfront_rs_virtio_get_priv(vdev)
+            .cast::<DevState<T>>()
+            .as_ref()
+    }) else {
+        return 0;
+    };
+    // SAFETY: the virtio core calls this with a live device.
+    let dev = unsafe { Device::from_raw(vdev) };
+    let data = st.data.as_ref();
+    if let Err(e) = T::freeze(data, dev) {
+        return e.to_errno();
+    }
+    // SAFETY: the work item is ours; the core disabled config callbacks, so
+    // nothing schedules it again until `restore`.
+    unsafe { shim::blkfront_rs_work_flush(st.work.as_ptr()) };
+    // SAFETY: the driver stopped I/O (`freeze`): the device may be reset.
+    unsafe { shim::blkfront_rs_virtio_reset_device(vdev) };
+    T::reclaim(data, dev, &Reset(()));
+    let vqs = T::surrender_vqs(data, dev);
+    // SAFETY: live device.
+    let nr_vqs = unsafe { shim::blkfront_rs_virtio_nr_vqs(vdev) } as usize;
+    if vqs.len() != nr_vqs {
+        dev_err!(
+            dev,
+            "freeze: {} of {} virtqueues given back: the device stays reset, its virtqueues kept\n",
+            vqs.len(),
+            nr_vqs
+        );
+        return code::EBUSY.to_errno();
+    }
+    drop(vqs);
+    // SAFETY: reset above; no `Virtqueue` of the device exists any more
+    // (all given back and dropped; `Virtqueue` is made only by `find_vqs`).
+    unsafe { shim::blkfront_rs_virtio_del_vqs(vdev) };
+    0
+}
+
+/// The virtio core's `restore` and `reset_done`.
+///
+/// # Safety
+///
+/// Called only by the virtio core, with a live device bound to `T`, after
+/// [`freeze_cb`] succeeded.
+unsafe extern "C" fn restore_cb<T: Driver>(vdev: *mut shim::virtio_device) -> ffi::c_int {
+    // SAFETY: `priv` is null or a live `DevState<T>` (see `vq_callback`).
+    let Some(st) = (unsafe {
+        shim::blkfront_rs_virtio_get_priv(vdev)
+            .cast::<DevState<T>>()
+            .as_ref()
+    }) else {
+        return 0;
+    };
+    // SAFETY: the virtio core calls this with a live device.
+    let dev = unsafe { Device::from_raw(vdev) };
+    match T::restore(st.data.as_ref(), dev) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
 }
 
 /// The virtio core's `remove`.
@@ -560,6 +548,8 @@ impl<T: Driver> Registration<T> {
                 Some(probe_cb::<T>),
                 Some(remove_cb::<T>),
                 Some(config_changed_cb::<T>),
+                Some(freeze_cb::<T>),
+                Some(restore_cb::<T>),
                 &mut err,
             )
         };

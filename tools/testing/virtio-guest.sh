@@ -16,7 +16,8 @@
 # "HOST-CMD: device_del vd0": disks are drive d<N>, device vd<N>.
 # Environment: KDIR (default: the cached test kernel), KO_DIR (default: repo),
 # QEMU_EXTRA (more QEMU arguments), KERNEL_APPEND (more kernel command line),
-# SMP (guest CPUs, default 2).
+# SMP (guest CPUs, default 2), PCIE=1 (a q35 machine with each disk behind a
+# PCIe root port of its own: the device then has PCIe function level reset).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -49,10 +50,15 @@ c_ko=$(find "$KDIR/drivers/block" -name virtio_blk.ko | head -1)
 while IFS= read -r p; do files+=("$p"); done < <(binary_with_libs "$(command -v fio)"; binary_with_libs "$(command -v lsblk)")
 make_initramfs "$work/initramfs.cpio.gz" "${files[@]}"
 
-qemu_disks=() i=0
+qemu_disks=() i=0 machine=pc
+[ "${PCIE:-0}" = 1 ] && machine=q35
 for spec in "${disks[@]}"; do
     size=${spec%%,*}; opts=${spec#"$size"}
     truncate -s "$size" "$work/disk$i.img"
+    if [ "$machine" = q35 ]; then
+        qemu_disks+=(-device "pcie-root-port,id=rp$i,chassis=$((i + 1))")
+        opts+=",bus=rp$i"
+    fi
     qemu_disks+=(-drive "file=$work/disk$i.img,if=none,id=d$i,format=raw,discard=unmap,cache=unsafe"
         -device "virtio-blk-pci,drive=d$i,id=vd$i,serial=rsdisk$i$opts")
     i=$((i + 1))
@@ -64,7 +70,7 @@ log "virtio guest '$label': ${#disks[@]} disk(s), timeout ${timeout}s, log $log"
 relay=$(start_monitor_relay "$log" "$work/monitor.sock")
 set +e
 # shellcheck disable=SC2086
-timeout --foreground -k 5 "$timeout" qemu-system-x86_64 -accel tcg -cpu qemu64 -smp "${SMP:-2}" -m 1024 \
+timeout --foreground -k 5 "$timeout" qemu-system-x86_64 -accel tcg -machine "$machine" -cpu qemu64 -smp "${SMP:-2}" -m 1024 \
     -nographic -monitor "unix:$work/monitor.sock,server,nowait" -serial stdio -no-reboot \
     -kernel "$KDIR/arch/x86/boot/bzImage" -initrd "$work/initramfs.cpio.gz" \
     -append "console=ttyS0 panic=-1 quiet loglevel=6 ${KERNEL_APPEND:-}" \

@@ -20,6 +20,14 @@ pub(crate) struct VirtioBlk {
     /// Capacity in force (512-byte sectors): `cfg.capacity`, then the last
     /// valid one a config change brought.
     capacity: AtomicU64,
+    /// Of the queues, how many are polled (the last ones): a restore finds
+    /// the same set again.
+    npoll: u32,
+    /// Freezes (system sleeps and device resets) survived.
+    restores: AtomicU64,
+    /// Between `freeze` and `restore` (dispatch stopped, no virtqueues).
+    /// Written under the disk lock.
+    frozen: AtomicBool,
     _index: DiskIndex,
 }
 
@@ -59,7 +67,7 @@ impl VirtioBlk {
     /// bypasses blk-mq ([`IdRequest`]): probe waits with a deadline and
     /// then carries on without a serial; the buffer is shared with the
     /// virtqueue, which drops it when a late answer comes, or after the
-    /// reset at remove if none ever does (`reset_done`). Nothing in the
+    /// reset at remove if none ever does (`reclaim`). Nothing in the
     /// block layer waits for it, so removal cannot hang on it either.
     fn read_serial(&self, dev: &virtio::Device) -> Option<[u8; vblk::VIRTIO_BLK_ID_BYTES]> {
         let name = self.disk_name.to_str().unwrap_or("?");
@@ -201,6 +209,9 @@ impl virtio::Driver for VirtioBlk {
                 disk <- new_mutex!(Some(disk), "virtio_blk_rs:disk"),
                 disk_name,
                 capacity: AtomicU64::new(cfg.capacity),
+                npoll,
+                restores: AtomicU64::new(0),
+                frozen: AtomicBool::new(false),
                 cfg,
                 limits,
                 _index: index,
@@ -291,6 +302,14 @@ impl virtio::Driver for VirtioBlk {
 
     fn remove(self: Pin<&Self>, dev: &virtio::Device) {
         let disk = self.disk.lock().take();
+        if let Some(disk) = &disk {
+            // Removed between a freeze and its restore: the held requests
+            // go to slots without a virtqueue and fail, so that del_gendisk
+            // does not wait for them for ever.
+            if self.frozen.swap(false, Ordering::Relaxed) {
+                disk.resume_dispatch();
+            }
+        }
         // del_gendisk drains in-flight I/O; the tag set goes with the disk.
         drop(disk);
         let t = self.queues.totals();
@@ -312,7 +331,94 @@ impl virtio::Driver for VirtioBlk {
         );
     }
 
-    fn reset_done(self: Pin<&Self>, dev: &virtio::Device, reset: &virtio::Reset) {
+    fn freeze(self: Pin<&Self>, dev: &virtio::Device) -> Result {
+        // Under the disk lock: a removal sees either no freeze or a
+        // complete one (`remove` then releases what is held).
+        let guard = self.disk.lock();
+        if let Some(disk) = guard.as_ref() {
+            disk.stop_dispatch();
+            self.frozen.store(true, Ordering::Relaxed);
+        }
+        drop(guard);
+        dev_info!(
+            dev,
+            "[{}] freeze: requests held until the restore\n",
+            self.disk_name.to_str().unwrap_or("?")
+        );
+        Ok(())
+    }
+
+    fn surrender_vqs(self: Pin<&Self>, dev: &virtio::Device) -> KVec<virtio::Virtqueue> {
+        // Allocated before any virtqueue lock is taken (a spinlock with
+        // interrupts off: no allocation under it).
+        let mut out = match KVec::with_capacity(self.queues.vqs.len(), GFP_KERNEL) {
+            Ok(v) => v,
+            Err(e) => {
+                // None given back: the freeze fails (`EBUSY`), nothing is
+                // deleted.
+                dev_err!(
+                    dev,
+                    "freeze: no memory to give the virtqueues back: {:?}\n",
+                    e
+                );
+                return KVec::new();
+            }
+        };
+        for slot in self.queues.vqs.iter() {
+            // Its own statement: the guard is dropped before the push.
+            let vq = slot.vq.lock().surrender();
+            if let Some(vq) = vq {
+                // Within the capacity reserved above: does not allocate.
+                if out.push_within_capacity(vq).is_err() {
+                    dev_err!(dev, "freeze: more virtqueues than slots\n");
+                }
+            }
+        }
+        out
+    }
+
+    fn restore(self: Pin<&Self>, dev: &virtio::Device) -> Result {
+        let name = self.disk_name.to_str().unwrap_or("?");
+        let nq = self.queues.vqs.len();
+        let found = dev.find_vqs::<Self>(VQ_NAME_PREFIX, nq, self.npoll as usize);
+        let guard = self.disk.lock();
+        let result = found.map(|found| {
+            for (slot, vq) in self.queues.vqs.iter().zip(found) {
+                slot.vq.lock().attach(vq);
+            }
+            dev.ready();
+        });
+        // Held requests go out now: to the device, or, if the virtqueues
+        // could not be found again, back as I/O errors (a slot without a
+        // virtqueue refuses them): none waits for ever.
+        if let Some(disk) = guard.as_ref() {
+            disk.resume_dispatch();
+            self.frozen.store(false, Ordering::Relaxed);
+        }
+        drop(guard);
+        match &result {
+            Ok(()) => {
+                let n = self.restores.fetch_add(1, Ordering::Relaxed) + 1;
+                dev_info!(
+                    dev,
+                    "[{}] restored: {} queues ({} polled), restore {}\n",
+                    name,
+                    nq,
+                    self.npoll,
+                    n
+                );
+            }
+            Err(e) => dev_err!(
+                dev,
+                "[{}] restore: virtqueues not found again ({:?}): requests fail with I/O errors\n",
+                name,
+                e
+            ),
+        }
+        result
+    }
+
+    fn reclaim(self: Pin<&Self>, dev: &virtio::Device, reset: &virtio::Reset) {
         for slot in self.queues.vqs.iter() {
             if slot.vq.lock().reclaim(reset) {
                 dev_info!(

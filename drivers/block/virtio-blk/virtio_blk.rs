@@ -18,6 +18,7 @@
 #![deny(unsafe_code)]
 
 use core::sync::atomic::{
+    AtomicBool,
     AtomicU64,
     Ordering, //
 };

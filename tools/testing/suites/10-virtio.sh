@@ -17,6 +17,9 @@ GUEST_ENV="EXPECT_VDA_SEGS=254" bash "$T/virtio-guest.sh" -l virtio-io-4k-4k -t 
     "$T/guest/virtio-io.sh"
 bash "$T/virtio-guest.sh" -l virtio-ringfull -d '128M,queue-size=16,indirect_desc=off,num-queues=1' "$T/guest/virtio-ringfull.sh"
 bash "$T/virtio-guest.sh" -l virtio-resize -d 256M "$T/guest/virtio-resize.sh"
+# Function level resets under fio verify (reset_prepare/reset_done, the
+# freeze/restore code): a q35 guest, the disk behind a PCIe root port.
+PCIE=1 bash "$T/virtio-guest.sh" -l virtio-reset -t 600 -d 128M "$T/guest/virtio-reset.sh"
 KERNEL_APPEND=kmemleak=on bash "$T/virtio-guest.sh" -l virtio-serial -t 600 -d '64M,num-queues=1' -d '64M,num-queues=2' "$T/guest/virtio-serial.sh"
 bash "$T/virtio-guest.sh" -l virtio-unplug -d 128M -d 128M "$T/guest/virtio-unplug.sh"
 bash "$T/virtio-guest.sh" -l virtio-badconfig -d 64M -d '64M,physical_block_size=4096,min_io_size=6144' "$T/guest/virtio-badconfig.sh"

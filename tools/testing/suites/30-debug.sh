@@ -4,7 +4,8 @@
 #  - a virtio guest: data checks with the C driver beside ours, fio verify
 #    (64 MiB at QD1 and QD32 here: 256 MiB took five minutes a boot under
 #    KASAN and TCG; the test kernel's boots verify 256 MiB),
-#    surprise removal of a disk under I/O;
+#    surprise removal of a disk under I/O; then a q35 guest: function
+#    level resets under fio verify (freeze and restore of the queues);
 #  - a Xen PVH domU on it (dom0 stays on the test kernel; KASAN does not
 #    boot as a PV guest): data checks (with rebinds), xl save/restore with
 #    requests held and removal in the reconnect window, the ring broken
@@ -49,12 +50,19 @@ fi
 # little more than the Xen boot alone (the suite took 27 minutes one after
 # the other). Their logs and work directories are their own; check lines
 # are appended to $RESULTS a line at a time.
-GUEST_ENV="SCRIPTS=debug-start,virtio-io,fio-verify,virtio-unplug,debug-report VERIFY_MOD=virtio_blk_rs VERIFY_DISK=vdb VERIFY_SIZE=64M" \
-    KDIR=$KDBG KO_DIR=$KO KERNEL_APPEND=kmemleak=on \
-    bash "$T/virtio-guest.sh" -l debug-virtio -t 1500 \
-    -d '256M,num-queues=1,queue-size=128' \
-    -d '256M,logical_block_size=512,physical_block_size=4096,min_io_size=4096,opt_io_size=1048576,num-queues=2,queue-size=256' \
-    "$T/guest/multi.sh" &
+# The virtio boots one after the other, beside the (longer) Xen boot; the
+# second is a q35 guest for the function level resets.
+{
+    GUEST_ENV="SCRIPTS=debug-start,virtio-io,fio-verify,virtio-unplug,debug-report VERIFY_MOD=virtio_blk_rs VERIFY_DISK=vdb VERIFY_SIZE=64M" \
+        KDIR=$KDBG KO_DIR=$KO KERNEL_APPEND=kmemleak=on \
+        bash "$T/virtio-guest.sh" -l debug-virtio -t 1500 \
+        -d '256M,num-queues=1,queue-size=128' \
+        -d '256M,logical_block_size=512,physical_block_size=4096,min_io_size=4096,opt_io_size=1048576,num-queues=2,queue-size=256' \
+        "$T/guest/multi.sh"
+    GUEST_ENV="SCRIPTS=debug-start,virtio-reset,debug-report RESET_SIZE=32M RESET_LOOPS=2" \
+        KDIR=$KDBG KO_DIR=$KO KERNEL_APPEND=kmemleak=on PCIE=1 \
+        bash "$T/virtio-guest.sh" -l debug-virtio-reset -t 900 -d 128M "$T/guest/multi.sh"
+} &
 virtio_boot=$!
 GUEST_ENV="SCRIPTS=debug-start,xen-io,xen-removal,xen-faults,xen-hvm-guards,debug-report VERIFY_MOD=xen_blkfront_rs VERIFY_DISK=xvda VERIFY_SIZE=64M" \
     KO_DIR=$KO DOMU_TYPE=pvh DOMU_MEM=768 DOMU_KERNEL=$KDBG/arch/x86/boot/bzImage DOMU_MODULES=$KDBG/drivers/block DOMU_APPEND=kmemleak=on \

@@ -191,10 +191,13 @@ if [ -r "$S" ]; then
     if [ "${XEN_IDLE_PURGE:-0}" = 1 ] && [ "$(st persistent_grants_held)" = 0 ]; then
         not_ok "idle purge: the disk holds persistent grants to purge (none: is the backend persistent?)"
     elif [ "${XEN_IDLE_PURGE:-0}" = 1 ]; then
-        echo "DOM0-CMD: echo 1 > /sys/module/xen_blkback/parameters/persistent_grant_unused_seconds"
-        sleep 3
+        # The counts are taken before dom0 is asked: the backend drops the
+        # grants within about a second of the write, and a purge tick landing
+        # before a later reading would hide the change (seen in CI: held
+        # 0 -> 0, revoked 2112 -> 2112, the revocations already counted).
         u0=$(st persistent_grants_held) r0=$(st grants_revoked)
-        sleep 22
+        echo "DOM0-CMD: echo 1 > /sys/module/xen_blkback/parameters/persistent_grant_unused_seconds"
+        sleep 25
         u1=$(st persistent_grants_held) r1=$(st grants_revoked)
         echo "DOM0-CMD: echo 60 > /sys/module/xen_blkback/parameters/persistent_grant_unused_seconds"
         check "idle disk: grants the backend dropped are revoked without I/O (held $u0 -> $u1, revoked $r0 -> $r1)" \

@@ -291,6 +291,25 @@ struct DevState<T> {
     work: NonNull<shim::blkfront_rs_work>,
 }
 
+/// The state `probe_cb` published on `vdev`, if any.
+///
+/// # Safety
+///
+/// `vdev` is a live device bound to `T`, and the reference is used only
+/// within a callback of the virtio core, which `remove_state` (the only one
+/// that frees the state) excludes or waits for: it deletes the virtqueues
+/// and cancels the config work first, and the core calls `freeze`,
+/// `restore` and `remove` one at a time.
+unsafe fn published<'a, T: Driver>(vdev: *mut shim::virtio_device) -> Option<&'a DevState<T>> {
+    // SAFETY: `priv` is null or a `DevState<T>` set by `probe_cb`, alive for
+    // the caller's use (see the function's contract).
+    unsafe {
+        shim::blkfront_rs_virtio_get_priv(vdev)
+            .cast::<DevState<T>>()
+            .as_ref()
+    }
+}
+
 /// Virtqueue interrupt callback.
 ///
 /// # Safety
@@ -303,8 +322,7 @@ unsafe extern "C" fn vq_callback<T: Driver>(vq: *mut shim::virtqueue) {
     // virtqueues (the registration deletes them before freeing it).
     unsafe {
         let vdev = shim::blkfront_rs_vq_vdev(vq);
-        let st = shim::blkfront_rs_virtio_get_priv(vdev).cast::<DevState<T>>();
-        if let Some(st) = st.as_ref() {
+        if let Some(st) = published::<T>(vdev) {
             T::vq_interrupt(st.data.as_ref(), shim::blkfront_rs_vq_index(vq));
         }
     }
@@ -320,8 +338,7 @@ unsafe extern "C" fn config_work<T: Driver>(ctx: *mut c_void) {
     // is cancelled before `priv` is cleared and freed.
     unsafe {
         let vdev = ctx.cast::<shim::virtio_device>();
-        let st = shim::blkfront_rs_virtio_get_priv(vdev).cast::<DevState<T>>();
-        if let Some(st) = st.as_ref() {
+        if let Some(st) = published::<T>(vdev) {
             T::config_changed(st.data.as_ref(), Device::from_raw(vdev));
         }
     }
@@ -333,10 +350,10 @@ unsafe extern "C" fn config_work<T: Driver>(ctx: *mut c_void) {
 ///
 /// Called only by the virtio core, with a live device bound to `T`.
 unsafe extern "C" fn config_changed_cb<T: Driver>(vdev: *mut shim::virtio_device) {
-    // SAFETY: `priv` is null or a live `DevState<T>` (see `vq_callback`).
+    // SAFETY: called by the virtio core with a live device bound to `T`;
+    // the work item is the state's.
     unsafe {
-        let st = shim::blkfront_rs_virtio_get_priv(vdev).cast::<DevState<T>>();
-        if let Some(st) = st.as_ref() {
+        if let Some(st) = published::<T>(vdev) {
             shim::blkfront_rs_work_schedule(st.work.as_ptr());
         }
     }
@@ -440,12 +457,8 @@ unsafe fn remove_state<T: Driver>(vdev: *mut shim::virtio_device, st: *mut DevSt
 /// Called only by the virtio core, with a live device bound to `T`, with
 /// config-change callbacks disabled.
 unsafe extern "C" fn freeze_cb<T: Driver>(vdev: *mut shim::virtio_device) -> ffi::c_int {
-    // SAFETY: `priv` is null or a live `DevState<T>` (see `vq_callback`).
-    let Some(st) = (unsafe {
-        shim::blkfront_rs_virtio_get_priv(vdev)
-            .cast::<DevState<T>>()
-            .as_ref()
-    }) else {
+    // SAFETY: called by the virtio core with a live device bound to `T`.
+    let Some(st) = (unsafe { published::<T>(vdev) }) else {
         return 0;
     };
     // SAFETY: the virtio core calls this with a live device.
@@ -486,12 +499,8 @@ unsafe extern "C" fn freeze_cb<T: Driver>(vdev: *mut shim::virtio_device) -> ffi
 /// Called only by the virtio core, with a live device bound to `T`, after
 /// [`freeze_cb`] succeeded.
 unsafe extern "C" fn restore_cb<T: Driver>(vdev: *mut shim::virtio_device) -> ffi::c_int {
-    // SAFETY: `priv` is null or a live `DevState<T>` (see `vq_callback`).
-    let Some(st) = (unsafe {
-        shim::blkfront_rs_virtio_get_priv(vdev)
-            .cast::<DevState<T>>()
-            .as_ref()
-    }) else {
+    // SAFETY: called by the virtio core with a live device bound to `T`.
+    let Some(st) = (unsafe { published::<T>(vdev) }) else {
         return 0;
     };
     // SAFETY: the virtio core calls this with a live device.

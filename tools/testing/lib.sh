@@ -182,6 +182,8 @@ collect_results() { # console.log label
 # writing to the QEMU monitor socket (human monitor protocol), so a guest
 # script can resize or unplug its own disks at the right moment. Prints the
 # relay's pid; stop it with stop_monitor_relay.
+# "HOST-CMD: system_wakeup-when-suspended" waits for the guest's S3 suspend
+# and then sends system_wakeup (the guest cannot ask once suspended).
 start_monitor_relay() { # log monitor.sock
     local log=$1 sock=$2
     (
@@ -191,7 +193,18 @@ import socket, sys, time
 s = socket.socket(socket.AF_UNIX)
 s.connect(sys.argv[1])
 time.sleep(0.2); s.recv(4096)
-s.sendall((sys.argv[2] + "\n").encode())
+cmd = sys.argv[2]
+if cmd == "system_wakeup-when-suspended":
+    # The guest asks before it suspends (it cannot once it has): wait up
+    # to 120 s for QEMU to report the suspend, then wake it.
+    for _ in range(600):
+        s.sendall(b"info status\n"); time.sleep(0.2)
+        if b"suspended" in s.recv(65536):
+            cmd = "system_wakeup"
+            break
+    else:
+        sys.exit(1)
+s.sendall((cmd + "\n").encode())
 time.sleep(0.5)
 PY
         done

@@ -17,7 +17,9 @@
 # Environment: KDIR (default: the cached test kernel), KO_DIR (default: repo),
 # QEMU_EXTRA (more QEMU arguments), KERNEL_APPEND (more kernel command line),
 # SMP (guest CPUs, default 2), PCIE=1 (a q35 machine with each disk behind a
-# PCIe root port of its own: the device then has PCIe function level reset).
+# PCIe root port of its own: the device then has PCIe function level reset),
+# S3=1 (the machine offers ACPI S3 suspend to RAM), KERNEL_IMAGE and C_KO
+# (another kernel than KDIR's, e.g. Debian's, and its C virtio_blk.ko).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -45,13 +47,17 @@ for g in "$REPO"/tools/testing/guest/*.sh; do files+=("$g:/guest/$(basename "$g"
 for ko in "$KO_DIR"/virtio_blk_rs.ko "$KO_DIR"/xen_blkfront_rs.ko; do
     [ -f "$ko" ] && files+=("$ko:/lib/modules/$(basename "$ko")")
 done
-c_ko=$(find "$KDIR/drivers/block" -name virtio_blk.ko | head -1)
+c_ko=${C_KO:-$(find "$KDIR/drivers/block" -name virtio_blk.ko | head -1)}
 [ -n "$c_ko" ] && files+=("$c_ko:/lib/modules/virtio_blk.ko")
 while IFS= read -r p; do files+=("$p"); done < <(binary_with_libs "$(command -v fio)"; binary_with_libs "$(command -v lsblk)")
 make_initramfs "$work/initramfs.cpio.gz" "${files[@]}"
 
 qemu_disks=() i=0 machine=pc
 [ "${PCIE:-0}" = 1 ] && machine=q35
+s3=()
+if [ "${S3:-0}" = 1 ]; then
+    [ $machine = q35 ] && s3=(-global ICH9-LPC.disable_s3=0) || s3=(-global PIIX4_PM.disable_s3=0)
+fi
 for spec in "${disks[@]}"; do
     size=${spec%%,*}; opts=${spec#"$size"}
     truncate -s "$size" "$work/disk$i.img"
@@ -72,9 +78,9 @@ set +e
 # shellcheck disable=SC2086
 timeout --foreground -k 5 "$timeout" qemu-system-x86_64 -accel tcg -machine "$machine" -cpu qemu64 -smp "${SMP:-2}" -m 1024 \
     -nographic -monitor "unix:$work/monitor.sock,server,nowait" -serial stdio -no-reboot \
-    -kernel "$KDIR/arch/x86/boot/bzImage" -initrd "$work/initramfs.cpio.gz" \
+    -kernel "${KERNEL_IMAGE:-$KDIR/arch/x86/boot/bzImage}" -initrd "$work/initramfs.cpio.gz" \
     -append "console=ttyS0 panic=-1 quiet loglevel=6 ${KERNEL_APPEND:-}" \
-    "${qemu_disks[@]}" ${QEMU_EXTRA:-} < /dev/null >> "$log" 2>&1
+    "${qemu_disks[@]}" "${s3[@]}" ${QEMU_EXTRA:-} < /dev/null >> "$log" 2>&1
 rc=$?
 set -e
 stop_monitor_relay "$relay"

@@ -129,6 +129,12 @@ timeout --foreground -k 5 "${DEBIAN_STOCK_TIMEOUT:-420}" qemu-system-x86_64 -acc
 (($? == 124)) && echo "GUEST-TIMEOUT" >> "$log"
 collect_results "$log" "$L-virtio"
 
+# Suspend to RAM with I/O in flight, ours then Debian's C driver: the test
+# kernel has no CONFIG_SUSPEND, Debian's has (guest/virtio-reset.sh with
+# RESET_HOW=s3; QEMU's monitor wakes the guest).
+S3=1 KERNEL_IMAGE=$VMLINUZ KO_DIR=$OUT C_KO=$(ls "$work"/mods/debian/virtio_blk.ko 2>/dev/null) GUEST_ENV=RESET_HOW=s3 \
+    bash "$T/virtio-guest.sh" -l "$L-s3" -t 600 -d 128M "$T/guest/virtio-reset.sh" || true
+
 # ---- Debian's kernel as the PV domU under Xen --------------------------------
 if [ "${DEBIAN_STOCK_XEN:-1}" = 1 ] && [ -f "$OUT/xen_blkfront_rs.ko" ]; then
     mkdir -p "$work/xenmods"

@@ -28,7 +28,12 @@ pub(crate) enum Phase {
 /// Mutable per-device state, under `Info::conn`.
 pub(crate) struct Conn {
     pub(crate) phase: Phase,
+    /// One per hardware queue of the disk (made at the first connection).
     pub(crate) rings: KVec<RingHandle<BlkOps>>,
+    /// How many of `rings` the current backend serves (the first ones): all
+    /// of them, unless the guest was restored onto a backend that allows
+    /// fewer (the others stay down, their queues share the served ones).
+    pub(crate) active_rings: usize,
     pub(crate) ring_pages: u32,
     pub(crate) negotiated: Option<Negotiated>,
     pub(crate) limits: Option<QueueLimits>,

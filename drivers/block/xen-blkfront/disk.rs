@@ -6,6 +6,7 @@
 use core::sync::atomic::{
     AtomicBool,
     AtomicU64,
+    AtomicUsize,
     Ordering, //
 };
 
@@ -80,7 +81,22 @@ pub(crate) fn ring_request(op: ReqOp, fua: bool, sector: u64, nr_sectors: u64) -
 
 /// Queue data shared by all hardware queues of a disk.
 pub(crate) struct Queues {
+    /// One per hardware queue.
     rings: KVec<Arc<Ring<BlkOps>>>,
+    /// How many of `rings` the backend serves (the first ones; 1 to
+    /// `rings.len()`): see [`Queues::ring_for`].
+    served: AtomicUsize,
+}
+
+impl Queues {
+    /// The ring of hardware queue `hctx`: its own, or, after a restore onto
+    /// a backend that serves fewer rings, ring `hctx % served`. Rings are
+    /// locked, so queues sharing one is only contention; a request that
+    /// finds a ring not yet reconnected is retried (busy).
+    fn ring_for(&self, hctx: HwQueue) -> Option<&Arc<Ring<BlkOps>>> {
+        let served = self.served.load(Ordering::Relaxed).max(1);
+        self.rings.get(hctx.index() as usize % served)
+    }
 }
 
 /// How often an idle disk revokes the persistent grants the backend
@@ -113,7 +129,7 @@ impl blkmq::Operations for BlkOps {
         mut rq: Rq,
         last: bool,
     ) -> core::result::Result<(), blkmq::Status> {
-        let Some(ring) = qd.rings.get(hctx.index() as usize) else {
+        let Some(ring) = qd.ring_for(hctx) else {
             return Err(blkmq::Status::IOERR);
         };
         let nr_sectors = u64::from(rq.sectors());
@@ -172,7 +188,7 @@ impl blkmq::Operations for BlkOps {
     }
 
     fn commit_rqs(qd: QueueDataRef<'_, Self>, hctx: HwQueue) {
-        if let Some(ring) = qd.rings.get(hctx.index() as usize) {
+        if let Some(ring) = qd.ring_for(hctx) {
             ring.with_state(|st| st.push());
         }
     }
@@ -186,7 +202,7 @@ impl blkmq::Operations for BlkOps {
 /// Per-disk statistics, summed over the rings (debugfs
 /// `xen_blkfront_rs-<disk>/stats`).
 pub(crate) struct StatsView {
-    rings: KVec<Arc<Ring<BlkOps>>>,
+    queues: Arc<Queues>,
 }
 
 impl core::fmt::Debug for StatsView {
@@ -194,7 +210,7 @@ impl core::fmt::Debug for StatsView {
         let mut t = RingStats::default();
         let mut g = crate::blkcore::grants::GrantStats::default();
         let mut bounce = false;
-        for r in self.rings.iter() {
+        for r in self.queues.rings.iter() {
             if let Some((rs, gs, copy)) = r.with_state(|st| st.stats()) {
                 t.add(&rs);
                 g.granted += gs.granted;
@@ -207,7 +223,12 @@ impl core::fmt::Debug for StatsView {
                 bounce |= copy;
             }
         }
-        writeln!(f, "rings: {}", self.rings.len())?;
+        writeln!(f, "rings: {}", self.queues.rings.len())?;
+        writeln!(
+            f,
+            "rings_served: {}",
+            self.queues.served.load(Ordering::Relaxed)
+        )?;
         writeln!(f, "bounce_buffer: {}", u8::from(bounce))?;
         writeln!(f, "requests: {}", t.requests)?;
         writeln!(f, "indirect_requests: {}", t.indirect_requests)?;
@@ -231,6 +252,7 @@ impl core::fmt::Debug for StatsView {
 pub(crate) struct Disk {
     /// Stopped first: it borrows the rings.
     _idle_purge: Periodic<Queues>,
+    queues: Arc<Queues>,
     gd: GenDisk<BlkOps>,
     #[cfg(CONFIG_FAULT_INJECTION)]
     _inject: Option<Pin<KBox<kernel::debugfs::File<FaultInjector<BlkOps>>>>>,
@@ -306,8 +328,15 @@ impl Disk {
             rs.push(h.ring().clone(), GFP_KERNEL)?;
         }
         let nr = u32::try_from(rs.len()).map_err(|_| EINVAL)?;
-        let queues = Arc::new(Queues { rings: rs }, GFP_KERNEL)?;
+        let queues = Arc::new(
+            Queues {
+                served: AtomicUsize::new(rs.len()),
+                rings: rs,
+            },
+            GFP_KERNEL,
+        )?;
         let queues_for_purge = queues.clone();
+        let queues_for_disk = queues.clone();
         let tagset = Arc::pin_init(
             TagSet::new(nr, depth, limits.max_segments, queues),
             GFP_KERNEL,
@@ -359,7 +388,7 @@ impl Disk {
             dir.read_only_file(
                 c"stats",
                 StatsView {
-                    rings: ring_list()?,
+                    queues: queues_for_disk.clone(),
                 },
             ),
             GFP_KERNEL,
@@ -378,6 +407,7 @@ impl Disk {
         .ok();
         Ok(Self {
             _idle_purge: Periodic::start::<IdlePurge>(queues_for_purge, IDLE_PURGE_MS)?,
+            queues: queues_for_disk,
             gd,
             #[cfg(CONFIG_FAULT_INJECTION)]
             _inject: inject,
@@ -395,6 +425,13 @@ impl Disk {
     /// The disk name.
     pub(crate) fn name(&self) -> &CStr {
         self.gd.name()
+    }
+
+    /// The backend serves the first `served` rings (1 to the number of
+    /// hardware queues): every queue's requests go to one of them.
+    pub(crate) fn serve_with_rings(&self, served: usize) {
+        let served = served.clamp(1, self.queues.rings.len().max(1));
+        self.queues.served.store(served, Ordering::Relaxed);
     }
 
     /// Dispatches the requests a ring gave back while it reconnected

@@ -148,6 +148,7 @@ impl xenbus::Driver for Blkfront {
                 handle,
                 domid: dev.otherend_id(),
                 conn <- new_mutex!(Conn {
+                    active_rings: 0,
                     phase: Phase::Disconnected,
                     rings: KVec::new(),
                     ring_pages: 0,
@@ -293,9 +294,14 @@ impl Info {
 
     fn setup_rings(&self, dev: &Device, conn: &mut Conn) -> Result<(), Reported> {
         let n = negotiate_rings(dev, conn)?;
-        if conn.disk.is_some() {
-            // The disk's hardware queues are its rings: their number stays.
-            if n.queues as usize != conn.rings.len() {
+        if let Some(disk) = &conn.disk {
+            // The disk's hardware queues stay (one ring each). A backend
+            // that allows fewer rings (a restore onto another host, whose
+            // blkback has a smaller `max_queues`) gets the first ones; the
+            // queues of the others share them (upstream instead changes
+            // the number of hardware queues).
+            let served = n.queues as usize;
+            if served == 0 || served > conn.rings.len() {
                 dev.fatal(
                     EPROTO,
                     fmt!(
@@ -306,10 +312,22 @@ impl Info {
                 );
                 return Err(Reported);
             }
-            for (i, h) in conn.rings.iter_mut().enumerate() {
+            for (i, h) in conn.rings.iter_mut().enumerate().take(served) {
                 h.reconnect(dev, n.ring_pages)
                     .or_fatal(dev, fmt!("setting up ring {i}"))?;
             }
+            disk.serve_with_rings(served);
+            if served < conn.rings.len() {
+                dev_info!(
+                    dev.as_device(),
+                    "{}: the new backend allows {} of the disk's {} rings: its {} hardware queues share them\n",
+                    disk.name(),
+                    served,
+                    conn.rings.len(),
+                    conn.rings.len()
+                );
+            }
+            conn.active_rings = served;
         } else {
             for i in 0..n.queues {
                 let h = RingHandle::new(dev, i, n.ring_pages)
@@ -319,11 +337,12 @@ impl Info {
                     .map_err(Error::from)
                     .or_fatal(dev, fmt!("setting up ring {i}"))?;
             }
+            conn.active_rings = conn.rings.len();
         }
         conn.ring_pages = n.ring_pages;
 
         let persistent = crate::params::feature_persistent.value();
-        let rings = &conn.rings;
+        let rings = conn.rings.get(..conn.active_rings).unwrap_or(&[]);
         let r = xenbus::transaction(|xbt| {
             let node = dev.nodename();
             // blkback reads `ring-page-order` and `multi-queue-num-queues`
@@ -408,10 +427,10 @@ impl Info {
         let (backend, own) = read_snapshots(dev)?;
         let n = neg::negotiate(&backend, &params(dev, &own, conn)?)
             .or_fatal(dev, fmt!("negotiating"))?;
-        if n.queues as usize != conn.rings.len() || n.ring_pages != conn.ring_pages {
+        if n.queues as usize != conn.active_rings || n.ring_pages != conn.ring_pages {
             dev.fatal(EPROTO, fmt!(
                 "backend changed its ring limits after InitWait ({} rings of {} pages set up, now {} of {})",
-                conn.rings.len(),
+                conn.active_rings,
                 conn.ring_pages,
                 n.queues,
                 n.ring_pages
@@ -440,7 +459,7 @@ impl Info {
                 .flatten()
                 .unwrap_or(0);
         let wire_max = crate::blkcore::datapath::wire_segments(&n, backend_max);
-        for (i, h) in conn.rings.iter().enumerate() {
+        for (i, h) in conn.rings.iter().enumerate().take(conn.active_rings) {
             h.ring()
                 .start(dev, &n, self.handle, wire_max)
                 .or_fatal(dev, fmt!("starting ring {i}"))?;

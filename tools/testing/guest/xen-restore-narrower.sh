@@ -1,0 +1,84 @@
+# Xen domU (2 vCPUs, blkback max_queues=2, persistent grants): xl save and
+# xl restore onto a backend with other limits, as a migration to another
+# host would. The first restore's blkback allows one ring and no persistent
+# grants: the disk keeps its two hardware queues, both now served by ring
+# 0, requests held at the suspend are resent without persistent grants and
+# fio verifies every block. The second restore is back to two rings with
+# persistent grants. Upstream (blkfront_resume) changes the number of
+# hardware queues instead.
+. /guest/common.sh
+D=xvda
+P=/sys/module/xen_blkback/parameters
+check "insmod xen_blkfront_rs" insmod /lib/modules/xen_blkfront_rs.ko
+for i in $(seq 1 40); do [ -e /sys/block/$D ] && break; sleep 0.25; done
+[ -e /sys/block/$D ] || { not_ok "disk $D appears"; finish; exit; }
+S=/sys/kernel/debug/xen_blkfront_rs-$D/stats
+st() { sed -n "s/^$1: //p" $S; }
+hwq() { ls -d /sys/block/$D/mq/* | wc -l; }
+expect_eq "before: rings served (of $(st rings))" "$(st rings_served)" 2
+expect_eq "before: persistent grants (bounce buffer)" "$(st bounce_buffer)" 1
+# Both CPUs write and read back (CPU N submits on hardware queue N).
+per_cpu_roundtrip() { # WHEN SEEK_MB
+    local c ok=1
+    dd if=/dev/urandom of=/tmp/pc bs=1M count=2 2>/dev/null
+    for c in 0 1; do
+        taskset -c $c dd if=/tmp/pc of=/dev/$D bs=64k seek=$(( ($2 + c * 4) * 16 )) oflag=direct 2>/dev/null || ok=0
+        taskset -c $c dd if=/dev/$D of=/tmp/pc.$c bs=64k skip=$(( ($2 + c * 4) * 16 )) count=32 iflag=direct 2>/dev/null || ok=0
+        cmp -s /tmp/pc /tmp/pc.$c || ok=0
+    done
+    check "$1: writes and reads from both CPUs" [ $ok = 1 ]
+}
+check "taskset in the domU (busybox)" sh -c 'taskset -c 1 true'
+per_cpu_roundtrip "before" 8
+# restore_with QUEUES PERSISTENT WHEN: fio writes (throttled backend, 16
+# in flight) across a save/restore onto a blkback with those parameters.
+restore_with() {
+    local n0 held rc
+    n0=$(dmesg | grep -c "xen_blkfront_rs.*reconnected")
+    echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 8 0 0"
+    fio --name=narrow --filename=/dev/$D --ioengine=libaio --iodepth=16 --direct=1 \
+        --rw=randwrite --bs=64k --offset=160M --size=16M --verify=crc32c --verify_fatal=1 \
+        --output=/tmp/fio-narrow.out > /dev/null 2>&1 &
+    local fio_pid=$!
+    fio_on_rings_stats "$3"
+    echo "DOM0-CMD: echo $1 > $P/max_queues; echo $2 > $P/feature_persistent; sh /run/payload/save-restore"
+    for i in $(seq 1 360); do
+        [ "$(dmesg | grep -c "xen_blkfront_rs.*reconnected")" -gt "$n0" ] && break
+        sleep 0.5
+    done
+    echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 0 0 0"
+    check "$3: reconnected to the new backend" \
+        [ "$(dmesg | grep -c "xen_blkfront_rs.*reconnected")" -gt "$n0" ]
+    held=$(dmesg | sed -n 's/.*resuming: \([0-9]*\) requests in flight.*/\1/p' | tail -1)
+    check "$3: requests in flight at the suspend are requeued (${held:-none})" [ "${held:-0}" -gt 0 ]
+    wait $fio_pid
+    rc=$?
+    grep -E "err=|verify|bad" /tmp/fio-narrow.out | head -5
+    expect_eq "$3: fio across the restore: writes resent, crc32c verify" "$rc" 0
+    expect_eq "$3: same hardware queues" "$(hwq)" 2
+}
+# The rings hold fio's requests (at most 30 s), counted from the stats.
+fio_on_rings_stats() {
+    local n=0
+    while [ "$(st grants_in_use)" -lt 16 ] && [ $n -lt 60 ]; do sleep 0.5; n=$((n + 1)); done
+    check "$1: fio has requests on the rings ($(st grants_in_use) grants in use)" test "$(st grants_in_use)" -ge 16
+}
+restore_with 1 N "one ring, no persistent grants"
+expect_eq "one ring: rings served" "$(st rings_served)" 1
+check "one ring: the driver says the queues share it" \
+    sh -c "dmesg | grep -q 'allows 1 of the disk.s 2 rings'"
+expect_eq "one ring: no persistent grants (no bounce buffer)" "$(st bounce_buffer)" 0
+per_cpu_roundtrip "one ring" 16
+restore_with 2 Y "two rings again, persistent grants"
+expect_eq "two rings again: rings served" "$(st rings_served)" 2
+expect_eq "two rings again: persistent grants (bounce buffer)" "$(st bounce_buffer)" 1
+per_cpu_roundtrip "two rings again" 24
+check "no I/O errors" sh -c "! dmesg | grep -qiE 'I/O error|critical target error'"
+check "no oops or warning" sh -c "! dmesg | grep -qE 'WARNING:|BUG:|Oops|Kernel panic'"
+dmesg | grep -E "xen_blkfront_rs" | tail -8
+# xenbus holds a module reference per bound device: unbind, then unload.
+for dev in /sys/bus/xen/drivers/xen_blkfront_rs/vbd-*; do
+    [ -e "$dev" ] && echo "$(basename "$dev")" > /sys/bus/xen/drivers/xen_blkfront_rs/unbind
+done
+check "rmmod xen_blkfront_rs" unload xen_blkfront_rs
+finish

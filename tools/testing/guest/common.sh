@@ -50,6 +50,17 @@ unload() {
 }
 
 # ---- Xen domU helpers -----------------------------------------------------
+# unbind_vbds [DRIVER]: unbinds every vbd from DRIVER (default
+# xen_blkfront_rs; Linux's C frontend is "vbd"). xenbus holds a module
+# reference per bound device (xenbus_dev_probe's try_module_get): unbind,
+# then rmmod.
+unbind_vbds() {
+    local drv=${1:-xen_blkfront_rs} dev
+    for dev in /sys/bus/xen/drivers/$drv/vbd-*; do
+        [ -e "$dev" ] && echo "$(basename "$dev")" > /sys/bus/xen/drivers/$drv/unbind
+    done
+    return 0
+}
 # xs_read PATH: prints a xenstore value, through /dev/xen/xenbus (the domU
 # has no xenstore tools): an XS_READ message (header: type 2, req_id, tx_id,
 # length, all u32 LE; then the NUL-terminated path), one reply read back.

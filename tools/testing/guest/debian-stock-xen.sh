@@ -14,10 +14,7 @@ if [ -f /lib/modules/xen-blkfront.ko ] && insmod /lib/modules/xen-blkfront.ko; t
         topology_line $D | sed 's/^TOPOLOGY/C-TOPOLOGY/'
         q $D physical_block_size > /tmp/c-pbs
     fi
-    # The C frontend keeps a module reference while a vbd is bound: unbind first.
-    for dev in /sys/bus/xen/drivers/vbd/vbd-*; do
-        [ -e "$dev" ] && echo "$(basename "$dev")" > /sys/bus/xen/drivers/vbd/unbind
-    done
+    unbind_vbds vbd
     check "rmmod Debian's xen-blkfront" unload xen_blkfront
     for i in $(seq 1 40); do [ -e /sys/block/$D ] || break; sleep 0.25; done
     check "C disk gone before loading ours" [ ! -e /sys/block/$D ]
@@ -43,9 +40,7 @@ check "$D: buffered write + fsync (flush)" sh -c "dd if=/tmp/p of=/dev/$D bs=1M 
 check "vbd bound to xen_blkfront_rs" sh -c 'ls /sys/bus/xen/drivers/xen_blkfront_rs/ | grep -q vbd-'
 # xenbus holds a reference on a frontend module while it has a device bound
 # (xenbus_dev_probe's try_module_get): unbind, then rmmod.
-for dev in /sys/bus/xen/drivers/xen_blkfront_rs/vbd-*; do
-    [ -e "$dev" ] && echo "$(basename "$dev")" > /sys/bus/xen/drivers/xen_blkfront_rs/unbind
-done
+unbind_vbds
 for i in $(seq 1 20); do [ -e /sys/block/$D ] || break; sleep 0.25; done
 check "disk gone after unbind" [ ! -e /sys/block/$D ]
 check "rmmod xen_blkfront_rs" unload xen_blkfront_rs

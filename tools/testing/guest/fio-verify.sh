@@ -22,9 +22,6 @@ for qd in 1 32; do
     check "fio crc32c verify, $SIZE random writes, QD$qd: exit $rc, err=${errs:-none}" \
         fio_clean "$rc" "$errs"
 done
-# xenbus pins a frontend module while a device is bound: unbind first.
-for dev in /sys/bus/xen/drivers/$MOD/vbd-*; do
-    [ -e "$dev" ] && echo "$(basename "$dev")" > "/sys/bus/xen/drivers/$MOD/unbind"
-done
+unbind_vbds "$MOD"
 check "rmmod $MOD" unload "$MOD"
 finish

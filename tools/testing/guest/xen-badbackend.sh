@@ -17,8 +17,6 @@ expect_eq "messages naming the key and the value" "$n" 1
 n=$(dmesg | grep -cE "xen_blkfront_rs vbd-[0-9]+: [0-9]+ ")
 expect_eq "xenbus error lines" "$n" 1
 check "no oops or warning" sh -c "! dmesg | grep -qE 'WARNING:|BUG:|Oops|Kernel panic'"
-for dev in /sys/bus/xen/drivers/xen_blkfront_rs/vbd-*; do
-    [ -e "$dev" ] && echo "$(basename "$dev")" > /sys/bus/xen/drivers/xen_blkfront_rs/unbind
-done
+unbind_vbds
 check "rmmod xen_blkfront_rs" unload xen_blkfront_rs
 finish

@@ -53,22 +53,17 @@ if [ "${XEN_CDROM:-0}" = 1 ]; then
     for i in $(seq 1 120); do [ -e /sys/bus/xen/devices/vbd-51744 ] && break; sleep 0.5; done
     check "dom0 attached the CD-ROM vbd" test -e /sys/bus/xen/devices/vbd-51744
 fi
-unbind_all() { # driver-dir
-    for dev in /sys/bus/xen/drivers/$1/vbd-*; do
-        [ -e "$dev" ] && echo "$(basename "$dev")" > /sys/bus/xen/drivers/$1/unbind
-    done
-}
 # The C driver is the baseline: xen-guest.sh copies it from the test kernel
 # (CONFIG_XEN_BLKDEV_FRONTEND=m), so failing to load it is a failure.
 if check "insmod xen-blkfront (C)" insmod /lib/modules/xen-blkfront.ko; then
     run C
-    unbind_all vbd
+    unbind_vbds vbd
     check "rmmod xen-blkfront" rmmod xen-blkfront
 fi
 check "insmod xen_blkfront_rs" insmod /lib/modules/xen_blkfront_rs.ko
 run RS
 cat /sys/kernel/debug/xen_blkfront_rs-$D/stats
-unbind_all xen_blkfront_rs
+unbind_vbds
 check "rmmod xen_blkfront_rs" rmmod xen_blkfront_rs
 if [ "${XEN_CDROM:-0}" = 1 ]; then
     echo "DOM0-CMD: sh /run/payload/cdrom-attach detach"

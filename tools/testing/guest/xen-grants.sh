@@ -20,11 +20,6 @@ disks_up() { # N: wait for xvda and xvdb
     for i in $(seq 1 60); do [ -e /sys/block/xvda ] && [ -e /sys/block/xvdb ] && return 0; sleep 0.25; done
     return 1
 }
-unbind_all() { # driver-dir
-    for dev in /sys/bus/xen/drivers/$1/vbd-*; do
-        [ -e "$dev" ] && echo "$(basename "$dev")" > /sys/bus/xen/drivers/$1/unbind
-    done
-}
 # workload LABEL: both disks at once (disjoint regions of dom0's one disk),
 # 1 MiB random writes 16 deep then a crc32c read-back; PEAK: the most grants
 # our driver held at once (in use plus persistent, both disks), sampled.
@@ -61,7 +56,7 @@ if check "C: insmod xen-blkfront max_indirect_segments=256" \
     else
         not_ok "C: xvda and xvdb appear"
     fi
-    unbind_all vbd
+    unbind_vbds vbd
     check "C: rmmod xen-blkfront" unload xen-blkfront
 fi
 for persistent in 1 0; do
@@ -82,7 +77,7 @@ for persistent in 1 0; do
     else
         not_ok "RS $p: xvda and xvdb appear"
     fi
-    unbind_all xen_blkfront_rs
+    unbind_vbds
     check "RS $p: rmmod xen_blkfront_rs" unload xen_blkfront_rs
 done
 finish

@@ -29,9 +29,7 @@ for segs in 11 256; do
         grep -iE "error|verify" /tmp/fio.out | head -5
         dmesg | tail -5
     fi
-    for dev in /sys/bus/xen/drivers/xen_blkfront_rs/vbd-*; do
-        [ -e "$dev" ] && echo "$(basename "$dev")" > /sys/bus/xen/drivers/xen_blkfront_rs/unbind
-    done
+    unbind_vbds
     check "rmmod (max_indirect_segments=$segs)" unload xen_blkfront_rs
 done
 finish

@@ -241,10 +241,7 @@ for v in N Y; do
     fi
     roundtrip "data after rebinding with feature_persistent=$v" $D 64k 16 100
 done
-# xenbus holds a module reference per bound device: unbind, then unload.
-for dev in /sys/bus/xen/drivers/xen_blkfront_rs/vbd-*; do
-    [ -e "$dev" ] && echo "$(basename "$dev")" > /sys/bus/xen/drivers/xen_blkfront_rs/unbind
-done
+unbind_vbds
 check "rmmod xen_blkfront_rs" rmmod xen_blkfront_rs
 [ ! -e /sys/block/$D ] && ok "disk gone after rmmod" || not_ok "disk gone after rmmod"
 # Each ring logs its grant record at teardown: all granted grants revoked.

@@ -37,8 +37,6 @@ ind=$(grep '^indirect_requests:' $S | cut -d' ' -f2)
 [ "${ind:-0}" -gt 0 ] && ok "indirect requests with 128 segments ($ind)" || not_ok "indirect requests used"
 expect_eq "rings in stats" "$(grep '^rings:' $S | cut -d' ' -f2)" "$want"
 dmesg | grep -iE 'blkfront' | tail -3
-for dev in /sys/bus/xen/drivers/xen_blkfront_rs/vbd-*; do
-    [ -e "$dev" ] && echo "$(basename "$dev")" > /sys/bus/xen/drivers/xen_blkfront_rs/unbind
-done
+unbind_vbds
 check "rmmod xen_blkfront_rs" rmmod xen_blkfront_rs
 finish

@@ -21,8 +21,6 @@ dd if=/tmp/p of=/dev/$D bs=1M seek=300 oflag=direct 2>/dev/null
 dd if=/dev/$D of=/tmp/b bs=1M skip=300 count=1 iflag=direct 2>/dev/null
 expect_eq "I/O beyond the old end" "$(md5sum < /tmp/b | cut -d' ' -f1)" "$(md5sum < /tmp/p | cut -d' ' -f1)"
 dmesg | grep -iE "capacity|blkfront" | tail -4
-for dev in /sys/bus/xen/drivers/xen_blkfront_rs/vbd-*; do
-    [ -e "$dev" ] && echo "$(basename "$dev")" > /sys/bus/xen/drivers/xen_blkfront_rs/unbind
-done
+unbind_vbds
 check "rmmod xen_blkfront_rs" rmmod xen_blkfront_rs
 finish

@@ -76,9 +76,6 @@ per_cpu_roundtrip "two rings again" 24
 check "no I/O errors" sh -c "! dmesg | grep -qiE 'I/O error|critical target error'"
 check "no oops or warning" sh -c "! dmesg | grep -qE 'WARNING:|BUG:|Oops|Kernel panic'"
 dmesg | grep -E "xen_blkfront_rs" | tail -8
-# xenbus holds a module reference per bound device: unbind, then unload.
-for dev in /sys/bus/xen/drivers/xen_blkfront_rs/vbd-*; do
-    [ -e "$dev" ] && echo "$(basename "$dev")" > /sys/bus/xen/drivers/xen_blkfront_rs/unbind
-done
+unbind_vbds
 check "rmmod xen_blkfront_rs" unload xen_blkfront_rs
 finish

@@ -96,8 +96,6 @@ check "new writes after the restore read back" cmp -s /tmp/a /tmp/a3
 check "no I/O errors" sh -c "! dmesg | grep -qiE 'I/O error|critical target error'"
 check "no oops or warning" sh -c "! dmesg | grep -qE 'WARNING:|BUG:|Oops|Kernel panic'"
 cat /sys/kernel/debug/xen_blkfront_rs-$D/stats 2>/dev/null | head -20
-for dev in /sys/bus/xen/drivers/xen_blkfront_rs/vbd-*; do
-    [ -e "$dev" ] && echo "$(basename "$dev")" > /sys/bus/xen/drivers/xen_blkfront_rs/unbind
-done
+unbind_vbds
 check "rmmod xen_blkfront_rs" unload xen_blkfront_rs
 finish

@@ -22,8 +22,6 @@ g=$(grep '^grants_granted:' $S | cut -d' ' -f2); r=$(grep '^grants_revoked:' $S 
 expect_eq "every grant revoked (non-persistent)" "$r" "$g"
 c=$(grep '^bytes_copied:' $S | cut -d' ' -f2)
 [ "${c:-0}" -ge 8388608 ] && ok "bytes copied through bounce pages ($c)" || not_ok "bytes copied ($c)"
-for dev in /sys/bus/xen/drivers/xen_blkfront_rs/vbd-*; do
-    [ -e "$dev" ] && echo "$(basename "$dev")" > /sys/bus/xen/drivers/xen_blkfront_rs/unbind
-done
+unbind_vbds
 check "rmmod xen_blkfront_rs" rmmod xen_blkfront_rs
 finish

@@ -9,13 +9,13 @@
 #     multi-queue (4-page rings), then max_indirect_segments 11 and 256 on
 #     single-page rings: the reconnect must not leave the earlier
 #     connection's ring-page-order behind (it did: blkback mapped stale
-#     ring references and the 11-segment writes hung). Last, the ring
-#     breaks under fio (fault injection): EIO in bounded time, detach,
-#     grants accounted, unload. Then xl save/restore under fio onto a
-#     blkback with one ring and no persistent grants, and back (the disk's
-#     two queues share the one ring). Also: a CD-ROM vbd for both drivers
-#     (XEN_CDROM) and the idle-disk purge of persistent grants
-#     (XEN_IDLE_PURGE).
+#     ring references and the 11-segment writes hung). Then xl
+#     save/restore under fio onto a blkback with one ring and no persistent
+#     grants, and back (the disk's two queues share the one ring). Last
+#     (it detaches the vbd), the ring breaks under fio (fault injection):
+#     EIO in bounded time, detach, grants accounted, unload. Also: a
+#     CD-ROM vbd for both drivers (XEN_CDROM) and the idle-disk purge of
+#     persistent grants (XEN_IDLE_PURGE).
 #  B: no persistent grants, 512-byte sectors: data checks (discard,
 #     durability), fio verify,
 #     max_indirect_segments 11 and 256, an untrusted frontend (bounce buffers
@@ -25,7 +25,7 @@
 #     and last a backend detach under I/O.
 set -uo pipefail
 T=$(dirname "$0")/..
-GUEST_ENV="SCRIPTS=xen-compare,xen-io,fio-verify,xen-mq,xen-indirect-limits,xen-faults,xen-restore-narrower XEN_CDROM=1 XEN_IDLE_PURGE=1 VERIFY_MOD=xen_blkfront_rs VERIFY_DISK=xvda XEN_EXPECT_PHYS=4096 XEN_EXPECT_MIN_IO=4096 XEN_EXPECT_OPT_IO=1048576" \
+GUEST_ENV="SCRIPTS=xen-compare,xen-io,fio-verify,xen-mq,xen-indirect-limits,xen-restore-narrower,xen-faults XEN_CDROM=1 XEN_IDLE_PURGE=1 VERIFY_MOD=xen_blkfront_rs VERIFY_DISK=xvda XEN_EXPECT_PHYS=4096 XEN_EXPECT_MIN_IO=4096 XEN_EXPECT_OPT_IO=1048576" \
     bash "$T/xen-guest.sh" -l xen-p1-b4096 -p 1 -b 4096 -m 4096 -o 1048576 -c 2 -t 900 "$T/guest/multi.sh"
 GUEST_ENV="SCRIPTS=xen-io,fio-verify,xen-indirect-limits,xen-untrusted,xen-resize,xen-suspend,xen-removal,xen-detach VERIFY_MOD=xen_blkfront_rs VERIFY_DISK=xvda XEN_EXPECT_PHYS=512 XEN_EXPECT_MIN_IO=512 XEN_EXPECT_OPT_IO=0" \
     bash "$T/xen-guest.sh" -l xen-p0-b512 -p 0 -b 512 -s 256M -t 900 "$T/guest/multi.sh"

@@ -83,10 +83,13 @@ js() { printf '[%s]' "$(echo "$1" | sed 's/[^ ][^ ]*/"&"/g; s/ /,/g')"; }
 # compare: more, longer repetitions (its ratios are the figure to read).
 chalf=$(( (${BENCH_REPS:-$((smoke ? 2 : 6))} + 1) / 2 )) crt=${BENCH_RT:-$((smoke ? 2 : 5))}
 creps=$((2 * chalf))
+# Compare boots both orders (see below); the smoke run only the first: the
+# swapped boot runs the same code.
+swaps="0 1"; ((smoke)) && swaps=0
 cwl="rr4k seqread seqwrite" pwl=$( ((smoke)) && echo seqread || echo rr4k seqread)
 cat > "$out/config.json" <<JSON
 {"smoke": $smoke, "reps": $reps, "runtime": $rt, "exps": $(js "${exps//,/ }"),
- "compare_reps": $creps, "cwl": $(js "$cwl"), "pwl": $(js "$pwl"),
+ "compare_reps": $((chalf * $(echo $swaps | wc -w))), "cwl": $(js "$cwl"), "pwl": $(js "$pwl"),
  "segs": $(js "$segs"), "bss": $(js "$bss"), "abss": $(js "$abss"), "vwl": $(js "$vwl"),
  "ops": $(js "$ops"), "pops": $(js "$pops"), "persistent": $(js "$persist"), "jobs": $jobs, "ndomu": $ndomu}
 JSON
@@ -140,7 +143,7 @@ fi
 # new boot): a difference between the two vbds then weighs on both drivers
 # alike. Each boot runs half the repetitions, numbered on from the first.
 want compare && for p in $persist; do
-    for swap in 0 1; do
+    for swap in $swaps; do
         l=bench-xen-compare-p$p-s$swap
         run $l "$T/xen-guest.sh" -l $l -2 -P -p "$p" -b 512 -t 900 \
             "$(guest_script $l "${common[@]}" "REPS=$chalf" "REP0=$((swap * chalf))" SWAP=$swap "RT=$crt" "CWL='$cwl'" SEGS=32 "EXPS=compare" PERSIST=$p)"

@@ -92,27 +92,11 @@ if [ "${1:-}" != --host-only ]; then
         else
             record fail "modules build (see $CACHE/make.log)"; tail -30 "$CACHE/make.log" >&2
         fi
-        # ---- guests, in two lanes -------------------------------------------
-        # A TCG guest keeps about one of the two cores busy, so the suites
-        # run in two lanes: the debug suite (on a cold cache the debug
-        # kernel's build, then a KASAN Xen boot of ~20 minutes beside its
-        # virtio boots) beside all the others, which run one after the
-        # other in file order. One after the other, the guest suites took
-        # 46 minutes warm and the debug kernel 16 more cold.
-        side=30-debug.sh
-        run_suite() { # SUITE
-            local t0; t0=$(date +%s)
-            log "suite $1"
-            bash "$REPO/tools/testing/suites/$1" || true
-            log "suite $1 done in $(( $(date +%s) - t0 ))s"
-        }
-        run_suite "$side" > "$CACHE/logs/suite-$side.log" 2>&1 &
-        side_lane=$!
+        # ---- guests ---------------------------------------------------------
         for t in "$REPO"/tools/testing/suites/*.sh; do
-            [ "$(basename "$t")" = "$side" ] || run_suite "$(basename "$t")"
+            log "suite $(basename "$t")"
+            bash "$t" || true
         done
-        wait "$side_lane"
-        cat "$CACHE/logs/suite-$side.log" >&2
     else
         record fail "test kernel build"
     fi

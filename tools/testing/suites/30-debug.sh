@@ -19,9 +19,6 @@
 #    One vCPU: with two, a PVH domU nested under TCG triple-faulted once
 #    in user mode during fio, outside any driver. xen-suspend (a second
 #    save/restore) runs on PV in 20-xen.sh.
-# run-tests.sh runs this suite beside the others (its own lane), so its
-# guests share the two cores with theirs: the timeouts leave room for that
-# (the Xen boot took about 20 minutes alone).
 # Each boot starts with guest/debug-start.sh (the checkers are on) and ends
 # with guest/debug-report.sh: any KASAN, lockdep, sleep-in-atomic,
 # debugobjects or kmemleak report fails the run with its first lines.
@@ -61,17 +58,17 @@ fi
 {
     GUEST_ENV="SCRIPTS=debug-start,virtio-io,fio-verify,virtio-unplug,debug-report VERIFY_MOD=virtio_blk_rs VERIFY_DISK=vdb VERIFY_SIZE=64M" \
         KDIR=$KDBG KO_DIR=$KO KERNEL_APPEND=kmemleak=on \
-        bash "$T/virtio-guest.sh" -l debug-virtio -t 2400 \
+        bash "$T/virtio-guest.sh" -l debug-virtio -t 1500 \
         -d '256M,num-queues=1,queue-size=128' \
         -d '256M,logical_block_size=512,physical_block_size=4096,min_io_size=4096,opt_io_size=1048576,num-queues=2,queue-size=256' \
         "$T/guest/multi.sh"
     GUEST_ENV="SCRIPTS=debug-start,virtio-reset,debug-report RESET_SIZE=32M RESET_LOOPS=2 RESET_DRIVERS=virtio_blk_rs" \
         KDIR=$KDBG KO_DIR=$KO KERNEL_APPEND=kmemleak=on PCIE=1 \
-        bash "$T/virtio-guest.sh" -l debug-virtio-reset -t 1500 -d 128M "$T/guest/multi.sh"
+        bash "$T/virtio-guest.sh" -l debug-virtio-reset -t 900 -d 128M "$T/guest/multi.sh"
 } &
 virtio_boot=$!
 GUEST_ENV="SCRIPTS=debug-start,xen-io,xen-removal,xen-faults,xen-hvm-guards,debug-report VERIFY_MOD=xen_blkfront_rs VERIFY_DISK=xvda VERIFY_SIZE=64M XEN_IO_VERIFY_SIZE=4M XEN_IO_PERF=0" \
     KO_DIR=$KO DOMU_TYPE=pvh DOMU_MEM=768 DOMU_KERNEL=$KDBG/arch/x86/boot/bzImage DOMU_MODULES=$KDBG/drivers/block DOMU_APPEND=kmemleak=on \
-    bash "$T/xen-guest.sh" -l debug-xen -p 1 -s 256M -c 1 -t 3000 "$T/guest/multi.sh"
+    bash "$T/xen-guest.sh" -l debug-xen -p 1 -s 256M -c 1 -t 1800 "$T/guest/multi.sh"
 wait "$virtio_boot"
 exit 0

@@ -86,4 +86,4 @@ set -e
 stop_monitor_relay "$relay"
 ((rc == 124)) && echo "GUEST-TIMEOUT after ${timeout}s" >> "$log"
 collect_results "$log" "$label"
-grep -q '^GUEST-EXIT: 0' <(tr -d '\r' < "$log")
+guest_exited_cleanly "$log"

@@ -107,7 +107,7 @@ run() { # label runner args...
     log "bench: $label"
     bash "$@"
     # The guest's own verdict (a runner can also fail after a clean guest).
-    if ! tr -d '\r' < "$LOGDIR/$label.log" 2>/dev/null | grep -q '^GUEST-EXIT: 0'; then
+    if ! guest_exited_cleanly "$LOGDIR/$label.log"; then
         log "bench: $label: guest run failed (see $LOGDIR/$label.log)"
         failed=1
     fi

@@ -21,10 +21,12 @@ for exp in indirect persistent align virtio compare calib profile; do
 done >> "$RESULTS"
 grep '^MISSING: ' "$log" | sed 's/^MISSING: /fail bench-smoke: number missing: /' >> "$RESULTS"
 grep '^fail ' "$out/checks.txt" 2>/dev/null | sed 's/^fail /fail bench-smoke: guest check: /' >> "$RESULTS"
+# A guest run seeds.sh judged failed (its own GUEST-EXIT check), by name.
+sed -n 's/.*bench: \(.*\): guest run failed.*/fail bench-smoke: \1: no "GUEST-EXIT: 0" in its log/p' "$log" >> "$RESULTS"
 if ((rc == 0)); then
     echo "pass bench-smoke: seeds.sh --smoke ($(grep '^elapsed' "$log"))" >> "$RESULTS"
 else
-    echo "fail bench-smoke: seeds.sh --smoke exited $rc (log: $out/seeds.log)" >> "$RESULTS"
+    echo "fail bench-smoke: seeds.sh --smoke exited $rc (log: $out/seeds.log; its last line: $(tail -1 "$log"))" >> "$RESULTS"
 fi
 cp "$log" "$out/seeds.log" 2>/dev/null
 rm -f "$log"

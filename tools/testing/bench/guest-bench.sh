@@ -1,10 +1,11 @@
 # Guest side of tools/testing/bench/seeds.sh (busybox sh). The host prepends
 # the settings below and passes the result to virtio-guest.sh / xen-guest.sh
 # as the guest's /test.sh:
-#   EXPS     experiments to run here: indirect persist align virtio, or
-#            compare, calib or profile alone (need xen-guest.sh -2: xvda
-#            and xvdb on one disk; profile also perf in the guest)
-#   PWL      profile workloads (of CWL)
+#   EXPS     experiments to run here: indirect persist align; virtio;
+#            calib; or compare and/or profile (one setup of both drivers
+#            serves both). calib, compare and profile need xen-guest.sh -2
+#            (xvda and xvdb on one disk), profile also perf in the guest
+#   PWL      profile workloads (of CWL)     PRT profile fio runtime (s)
 #   CWL      compare workloads: rr4k seqread seqwrite
 #   REPS     repetitions per point          RT  fio runtime per rep (s)
 #   REP0     compare: number of the first repetition minus one (the runs
@@ -243,7 +244,7 @@ both_drivers_up() {
     ok "C on $CDEV, ours on $RSDEV, one backing disk"
     for drv in c rs; do
         dev=$(dev_of $drv)
-        echo "BENCH-INFO exp=$1 driver=$drv dev=$dev persistent=$PERSIST segs=$SEGS max_segments=$(q $dev max_segments) max_hw_kb=$(q $dev max_hw_sectors_kb) connect=$(dmesg | grep -o "$dev: flush.*\|$dev: barrier.*" | tail -1 | tr ' ;' '_,')"
+        echo "BENCH-INFO exp=$(echo $1 | tr " " +) driver=$drv dev=$dev persistent=$PERSIST segs=$SEGS max_segments=$(q $dev max_segments) max_hw_kb=$(q $dev max_hw_sectors_kb) connect=$(dmesg | grep -o "$dev: flush.*\|$dev: barrier.*" | tail -1 | tr ' ;' '_,')"
     done
     fill_region $CDEV
 }
@@ -280,11 +281,9 @@ measure_pairs() {
         done
     done
 }
-exp_compare() {
-    both_drivers_up compare || return
+exp_compare() { # after both_drivers_up
     mark
     measure_pairs compare c rs
-    both_drivers_down
 }
 
 # ------------------------------------------------------------- calib -----
@@ -332,10 +331,9 @@ profile_fold() { # "drv wl": perf script (comm,ip,sym,dso) on stdin -> PROFILE l
             for (k in c) print "PROFILE " d " " c[k] " " k
         }' | sort -k4,4nr | awk '$1 == "PROFILE-BUSY" || ($1 == "PROFILE-LEAF" && nl++ < 25) || ($1 == "PROFILE" && np++ < 25)'
 }
-exp_profile() {
-    local drv dev q0 q1 w
+exp_profile() { # after both_drivers_up
+    local drv dev q0 q1 w RT=${PRT:-$RT}
     command -v perf > /dev/null || { not_ok "perf in the guest"; return; }
-    both_drivers_up profile || return
     for w in ${PWL:-seqread}; do for drv in c rs c rs; do
         dev=$(dev_of $drv)
         q0=$(diskios $dev)
@@ -348,7 +346,6 @@ exp_profile() {
         echo "PROFILE-RUN $drv wl=$w $(cat /tmp/fio.out) reqs=$(dl "$q0" "$q1") (whole fio run; samples: $((RT - 2)) s of it)"
         perf script -i /tmp/perf.data -F comm,ip,sym,dso 2>/dev/null | profile_fold "$drv $w"
     done; done
-    both_drivers_down
 }
 
 # ------------------------------------------------------------- virtio ----
@@ -399,11 +396,16 @@ exp_virtio() {
     done
 }
 
-if [ "$EXPS" = virtio ] || [ "$EXPS" = compare ] || [ "$EXPS" = profile ] || [ "$EXPS" = calib ]; then
-    exp_$EXPS
-else
-    xen_driver c
-    xen_driver rs
-fi
+case $EXPS in
+    virtio | calib) exp_$EXPS ;;
+    # C binds a vbd once per boot: compare and profile share one setup.
+    compare | profile | "compare profile")
+        if both_drivers_up "$EXPS"; then
+            for e in $EXPS; do exp_$e; done
+            both_drivers_down
+        fi ;;
+    *)  xen_driver c
+        xen_driver rs ;;
+esac
 echo "BENCH-PHASE end $(cut -d' ' -f1 /proc/uptime)"
 finish

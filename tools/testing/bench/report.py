@@ -352,7 +352,8 @@ if "profile" in cfg["exps"]:
     BUSY = re.compile(r"PROFILE-BUSY (\w+) (\w+) (\d+) in_driver_module=(\d+)")
     LEAF = re.compile(r"PROFILE-LEAF (\w+) (\w+) (\d+) (\S+)")
     runs, leaves, rows = [], {}, []
-    for log in glob.glob(os.path.join(out, "logs", "bench-xen-profile.log")):
+    # A boot of its own (bench-xen-profile), or the smoke run's compare boot.
+    for log in sorted(glob.glob(os.path.join(out, "logs", "bench-xen-*.log"))):
         for raw in open(log, errors="replace"):
             line = raw.replace("\r", "")
             if m := RUN.search(line):

@@ -73,7 +73,9 @@ fi
 
 if ((smoke)); then
     reps=${BENCH_REPS:-1} rt=${BENCH_RT:-2}
-    segs="32" bss="1M" abss="4k" vwl="qd1" ops="write" pops="randread" persist="1" ndomu=1 jobs=4
+    # Persistent grants off: the profile's setting, so that the profile
+    # runs in the compare boot (one Xen boot fewer).
+    segs="32" bss="1M" abss="4k" vwl="qd1" ops="write" pops="randread" persist="0" ndomu=1 jobs=4
 else
     reps=${BENCH_REPS:-3} rt=${BENCH_RT:-3}
     segs="11 32 64 128 256" bss="4k 64k 1M" abss="512 2k 4k 8k" vwl="qd1 poll1 qd32 seqread seqwrite" ops="write read" pops="randread" persist="1 0"
@@ -122,8 +124,8 @@ if ((smoke)); then
     # One Xen boot for experiments 1-3 (4K physical sectors do not change
     # 1 MiB sequential or 1 MiB-block numbers).
     xe=$(for e in indirect persist align; do want $e && echo -n "$e "; done)
-    [ -n "$xe" ] && run bench-xen "$T/xen-guest.sh" -l bench-xen -p 1 -b 4096 -m 4096 -o 1048576 -t 420 \
-        "$(guest_script bench-xen "${common[@]}" SEGS=32 "EXPS='${xe% }'" PERSIST=1)"
+    [ -n "$xe" ] && run bench-xen "$T/xen-guest.sh" -l bench-xen -p $persist -b 4096 -m 4096 -o 1048576 -t 420 \
+        "$(guest_script bench-xen "${common[@]}" SEGS=32 "EXPS='${xe% }'" PERSIST=$persist)"
 else
     want indirect && for s in $segs; do
         run bench-xen-s$s "$T/xen-guest.sh" -l bench-xen-s$s -p 1 -b 512 -t 600 \
@@ -142,21 +144,31 @@ fi
 # other way round (SWAP=1; C binds a vbd once per boot, so the swap needs a
 # new boot): a difference between the two vbds then weighs on both drivers
 # alike. Each boot runs half the repetitions, numbered on from the first.
+# The profile (persistent grants off) needs perf in the domU; the smoke run
+# profiles in its compare boot (p0, swap 0), a full run in a boot of its own.
+prt=$((crt < 8 ? 8 : crt))
+perf=
+if want profile; then
+    perf=$(command -v perf) || die "--exp profile: no perf on the host (apt-get install linux-perf)"
+fi
+profile_in_compare=0
+((smoke)) && want compare && want profile && [ "$persist" = 0 ] && profile_in_compare=1
 want compare && for p in $persist; do
     for swap in $swaps; do
-        l=bench-xen-compare-p$p-s$swap
-        run $l "$T/xen-guest.sh" -l $l -2 -P -p "$p" -b 512 -t 900 \
-            "$(guest_script $l "${common[@]}" "REPS=$chalf" "REP0=$((swap * chalf))" SWAP=$swap "RT=$crt" "CWL='$cwl'" SEGS=32 "EXPS=compare" PERSIST=$p)"
+        l=bench-xen-compare-p$p-s$swap e=compare
+        ((profile_in_compare && swap == 0)) && e="compare profile"
+        DOMU_EXTRA_BINS=$([ "$e" != compare ] && echo "$perf") run $l "$T/xen-guest.sh" -l $l -2 -P -p "$p" -b 512 -t 900 \
+            "$(guest_script $l "${common[@]}" "REPS=$chalf" "REP0=$((swap * chalf))" SWAP=$swap "RT=$crt" "CWL='$cwl'" SEGS=32 "EXPS='$e'" PERSIST=$p PRT=$prt "PWL='$pwl'")"
+        [ "$e" != compare ] && grep -ah '^PROFILE' "$LOGDIR/$l.log" | tr -d '\r' > "$out/profile.txt"
     done
 done
 want calib && for p in $persist; do
     run bench-xen-calib-p$p "$T/xen-guest.sh" -l bench-xen-calib-p$p -2 -P -p "$p" -b 512 -t 900 \
         "$(guest_script bench-xen-calib-p$p "${common[@]}" "REPS=$creps" "RT=$crt" "CWL='$cwl'" SEGS=32 "EXPS=calib" PERSIST=$p)"
 done
-if want profile; then
-    perf=$(command -v perf) || die "--exp profile: no perf on the host (apt-get install linux-perf)"
+if want profile && ((!profile_in_compare)); then
     DOMU_EXTRA_BINS=$perf run bench-xen-profile "$T/xen-guest.sh" -l bench-xen-profile -2 -P -p 0 -b 512 -t 600 \
-        "$(guest_script bench-xen-profile "${common[@]}" "RT=$((crt < 8 ? 8 : crt))" SEGS=32 "EXPS=profile" PERSIST=0 "PWL='$pwl'")"
+        "$(guest_script bench-xen-profile "${common[@]}" "RT=$prt" SEGS=32 "EXPS=profile" PERSIST=0 "PWL='$pwl'")"
     grep -ah '^PROFILE' "$LOGDIR/bench-xen-profile.log" | tr -d '\r' > "$out/profile.txt"
 fi
 want virtio && run bench-virtio "$T/virtio-guest.sh" -l bench-virtio -d 1G -t $((smoke ? 240 : 900)) \

@@ -7,7 +7,7 @@
 [ -n "$SCRIPTS" ] || { not_ok "multi.sh: SCRIPTS names no check script"; exit 1; }
 : > /tmp/multi.out
 for s in $(echo "$SCRIPTS" | tr , " "); do
-    echo "=== $s"
+    echo "=== $s (guest uptime $(cut -d" " -f1 /proc/uptime) s)"
     { sh "/guest/$s.sh"; echo "SCRIPT-EXIT $?"; } 2>&1 | while IFS= read -r line; do
         case $line in
             "ok "*" - "*) echo "$line" | sed "s/^\(ok [0-9]*\) - /\1 - $s: /" ;;

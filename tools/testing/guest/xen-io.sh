@@ -93,10 +93,7 @@ fio_ok() { # name args...: a fio run whose output goes to /tmp/fio.log
     if fio --thread "$@" >/tmp/fio.log 2>&1; then ok "$name"; else not_ok "$name"; tail -5 /tmp/fio.log; fi
 }
 if [ -n "$FIO" ]; then
-    # XEN_IO_VERIFY_SIZE: the debug boot (KASAN under TCG) writes 4M each
-    # (16M of 4k writes took 5.6 minutes there, the longest check of its
-    # suite); the test kernel's boots 16M.
-    vsize=${XEN_IO_VERIFY_SIZE:-16M}
+    vsize=16M
     for bs in 4k 64k 128k 1m; do
         fio_ok "fio verify bs=$bs, $vsize (direct, libaio qd 8)" --name=v$bs --filename=/dev/$D --direct=1 \
             --ioengine=libaio --iodepth=8 --rw=randwrite --bs=$bs --size=$vsize --offset=32M \
@@ -106,9 +103,8 @@ if [ -n "$FIO" ]; then
     fio_ok "fio verify bs=64k, buffers offset 512" --name=unal --filename=/dev/$D --direct=1 \
         --ioengine=psync --rw=write --bs=64k --size=4M --offset=64M --iomem_align=512 \
         --verify=md5 --do_verify=1 --verify_fatal=1
-    # Throughput for the record (no check); XEN_IO_PERF=0 (the debug boot,
-    # where KASAN's numbers mean nothing) leaves it out.
-    [ "${XEN_IO_PERF:-1}" = 1 ] && for rw in read write; do
+    # Throughput for the record (no check).
+    for rw in read write; do
         fio --thread --name=seq$rw --filename=/dev/$D --direct=1 --ioengine=libaio --iodepth=16 --rw=$rw \
             --bs=128k --size=64M --runtime=5 --time_based 2>&1 | grep -E "^ *(READ|WRITE):" | sed "s/^ */PERF seq$rw 128k qd16: /"
         fio --thread --name=rand$rw --filename=/dev/$D --direct=1 --ioengine=libaio --iodepth=16 --rw=rand$rw \

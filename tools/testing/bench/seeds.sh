@@ -155,22 +155,20 @@ profile_in_compare=0
 ((smoke)) && want compare && want profile && [ "$persist" = 0 ] && profile_in_compare=1
 want compare && for p in $persist; do
     for swap in $swaps; do
-        l=bench-xen-compare-p$p-s$swap e=compare
-        ((profile_in_compare && swap == 0)) && e="compare profile"
-        DOMU_EXTRA_BINS=$([ "$e" != compare ] && echo "$perf") run $l "$T/xen-guest.sh" -l $l -2 -P -p "$p" -b 512 -t 900 \
+        l=bench-xen-compare-p$p-s$swap e=compare bins=
+        ((profile_in_compare && swap == 0)) && e="compare profile" bins=$perf
+        DOMU_EXTRA_BINS=$bins run $l "$T/xen-guest.sh" -l $l -2 -P -p "$p" -b 512 -t 900 \
             "$(guest_script $l "${common[@]}" "REPS=$chalf" "REP0=$((swap * chalf))" SWAP=$swap "RT=$crt" "CWL='$cwl'" SEGS=32 "EXPS='$e'" PERSIST=$p PRT=$prt "PWL='$pwl'")"
-        [ "$e" != compare ] && grep -ah '^PROFILE' "$LOGDIR/$l.log" | tr -d '\r' > "$out/profile.txt"
     done
 done
 want calib && for p in $persist; do
     run bench-xen-calib-p$p "$T/xen-guest.sh" -l bench-xen-calib-p$p -2 -P -p "$p" -b 512 -t 900 \
         "$(guest_script bench-xen-calib-p$p "${common[@]}" "REPS=$creps" "RT=$crt" "CWL='$cwl'" SEGS=32 "EXPS=calib" PERSIST=$p)"
 done
-if want profile && ((!profile_in_compare)); then
-    DOMU_EXTRA_BINS=$perf run bench-xen-profile "$T/xen-guest.sh" -l bench-xen-profile -2 -P -p 0 -b 512 -t 600 \
-        "$(guest_script bench-xen-profile "${common[@]}" "RT=$prt" SEGS=32 "EXPS=profile" PERSIST=0 "PWL='$pwl'")"
-    grep -ah '^PROFILE' "$LOGDIR/bench-xen-profile.log" | tr -d '\r' > "$out/profile.txt"
-fi
+want profile && ((!profile_in_compare)) && DOMU_EXTRA_BINS=$perf run bench-xen-profile "$T/xen-guest.sh" -l bench-xen-profile -2 -P -p 0 -b 512 -t 600 \
+    "$(guest_script bench-xen-profile "${common[@]}" "RT=$prt" SEGS=32 "EXPS=profile" PERSIST=0 "PWL='$pwl'")"
+# The profile's lines, from whichever boot ran it (report.py reads the same).
+want profile && grep -ah '^PROFILE' "$LOGDIR"/bench-xen-*.log | tr -d '\r' > "$out/profile.txt"
 want virtio && run bench-virtio "$T/virtio-guest.sh" -l bench-virtio -d 1G -t $((smoke ? 240 : 900)) \
     "$(guest_script bench-virtio "${common[@]}" "EXPS=virtio")"
 

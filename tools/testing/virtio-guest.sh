@@ -74,16 +74,27 @@ log="$LOGDIR/$label.log"
 log "virtio guest '$label': ${#disks[@]} disk(s), timeout ${timeout}s, log $log"
 : > "$log"
 relay=$(start_monitor_relay "$log" "$work/monitor.sock")
-set +e
-# shellcheck disable=SC2086
-timeout --foreground -k 5 "$timeout" qemu-system-x86_64 -accel tcg -machine "$machine" -cpu qemu64 -smp "${SMP:-2}" -m 1024 \
-    -nographic -monitor "unix:$work/monitor.sock,server,nowait" -serial stdio -no-reboot \
-    -kernel "${KERNEL_IMAGE:-$KDIR/arch/x86/boot/bzImage}" -initrd "$work/initramfs.cpio.gz" \
-    -append "console=ttyS0 panic=-1 quiet loglevel=6 ${KERNEL_APPEND:-}" \
-    "${qemu_disks[@]}" "${s3[@]}" ${QEMU_EXTRA:-} < /dev/null >> "$log" 2>&1
-rc=$?
-set -e
+boot() { # [MORE KERNEL COMMAND LINE]
+    set +e
+    # shellcheck disable=SC2086
+    timeout --foreground -k 5 "$timeout" "${QEMU_LINUX[@]}" -machine "$machine" -smp "${SMP:-2}" -m 1024 \
+        -nographic -monitor "unix:$work/monitor.sock,server,nowait" -serial stdio -no-reboot \
+        -kernel "${KERNEL_IMAGE:-$KDIR/arch/x86/boot/bzImage}" -initrd "$work/initramfs.cpio.gz" \
+        -append "console=ttyS0 panic=-1 quiet loglevel=6 ${KERNEL_APPEND:-} $*" \
+        "${qemu_disks[@]}" "${s3[@]}" ${QEMU_EXTRA:-} < /dev/null >> "$log" 2>&1
+    rc=$?
+    set -e
+    if ((rc == 124)); then echo "GUEST-TIMEOUT after ${timeout}s" >> "$log"; fi
+}
+boot
+# HIBERNATE=1: the script hibernated the guest (the image on one of the
+# disks, and the guest powered off); boot again on the same disks with
+# "blkfront_resume" on the command line, which tells the script to resume
+# the image. Only the resumed image prints GUEST-EXIT.
+if [ "${HIBERNATE:-0}" = 1 ] && ((rc == 0)) && grep -q 'HIBERNATING: ' "$log"; then
+    echo "=== virtio-guest.sh: boot 2, resuming the image" >> "$log"
+    boot blkfront_resume
+fi
 stop_monitor_relay "$relay"
-((rc == 124)) && echo "GUEST-TIMEOUT after ${timeout}s" >> "$log"
 collect_results "$log" "$label"
 guest_exited_cleanly "$log"

@@ -4,8 +4,8 @@
 
 use super::*;
 
-/// Feature bits we offer (upstream virtio_blk's minus secure erase and zoned).
-pub(crate) const FEATURES: [u32; 11] = [
+/// Feature bits we offer (upstream virtio_blk's minus zoned).
+pub(crate) const FEATURES: [u32; 12] = [
     vcfg::VIRTIO_BLK_F_SEG_MAX,
     vcfg::VIRTIO_BLK_F_SIZE_MAX,
     vcfg::VIRTIO_BLK_F_GEOMETRY,
@@ -17,6 +17,7 @@ pub(crate) const FEATURES: [u32; 11] = [
     vcfg::VIRTIO_BLK_F_MQ,
     vcfg::VIRTIO_BLK_F_DISCARD,
     vcfg::VIRTIO_BLK_F_WRITE_ZEROES,
+    vcfg::VIRTIO_BLK_F_SECURE_ERASE,
 ];
 
 /// Scatterlist entries preallocated per request (each request carries its
@@ -31,7 +32,7 @@ pub(crate) const VQ_NAME_PREFIX: &CStr = c_str!("req.");
 /// Config fields read per feature: (feature bit or `None` = always, offset,
 /// width in bytes). Only fields of negotiated features are read: the
 /// transport `BUG()`s on reads past the device's config space.
-pub(crate) const CONFIG_FIELDS: [(Option<u32>, usize, usize); 19] = [
+pub(crate) const CONFIG_FIELDS: [(Option<u32>, usize, usize); 22] = [
     (None, offset::CAPACITY, 8),
     (Some(vcfg::VIRTIO_BLK_F_SIZE_MAX), offset::SIZE_MAX, 4),
     (Some(vcfg::VIRTIO_BLK_F_SEG_MAX), offset::SEG_MAX, 4),
@@ -86,6 +87,21 @@ pub(crate) const CONFIG_FIELDS: [(Option<u32>, usize, usize); 19] = [
         Some(vcfg::VIRTIO_BLK_F_WRITE_ZEROES),
         offset::WRITE_ZEROES_MAY_UNMAP,
         1,
+    ),
+    (
+        Some(vcfg::VIRTIO_BLK_F_SECURE_ERASE),
+        offset::MAX_SECURE_ERASE_SECTORS,
+        4,
+    ),
+    (
+        Some(vcfg::VIRTIO_BLK_F_SECURE_ERASE),
+        offset::MAX_SECURE_ERASE_SEG,
+        4,
+    ),
+    (
+        Some(vcfg::VIRTIO_BLK_F_SECURE_ERASE),
+        offset::SECURE_ERASE_SECTOR_ALIGNMENT,
+        4,
     ),
 ];
 

@@ -52,6 +52,21 @@ pub(crate) struct QueueTotals {
     pub(crate) polled: u64,
 }
 
+/// The virtio-blk command for a block-layer operation (`no_unmap`: the
+/// write-zeroes request must not deallocate), or `None` for one the device
+/// has no command for (upstream's `virtblk_setup_cmd`).
+pub(crate) fn command_of(op: ReqOp, no_unmap: bool) -> Option<Command> {
+    Some(match op {
+        ReqOp::Read => Command::Read,
+        ReqOp::Write => Command::Write,
+        ReqOp::Flush => Command::Flush,
+        ReqOp::Discard => Command::Discard,
+        ReqOp::WriteZeroes => Command::WriteZeroes { unmap: !no_unmap },
+        ReqOp::SecureErase => Command::SecureErase,
+        _ => return None,
+    })
+}
+
 /// blk-mq operations of a virtio-blk disk.
 pub(crate) struct BlkOps;
 
@@ -65,15 +80,8 @@ impl blkmq::Operations for BlkOps {
         mut rq: Request<Self>,
         last: bool,
     ) -> core::result::Result<(), Rejected<Self>> {
-        let cmd = match rq.op() {
-            ReqOp::Read => Command::Read,
-            ReqOp::Write => Command::Write,
-            ReqOp::Flush => Command::Flush,
-            ReqOp::Discard => Command::Discard,
-            ReqOp::WriteZeroes => Command::WriteZeroes {
-                unmap: !rq.no_unmap(),
-            },
-            _ => return Err(rq.reject(Status::NOTSUPP)),
+        let Some(cmd) = command_of(rq.op(), rq.no_unmap()) else {
+            return Err(rq.reject(Status::NOTSUPP));
         };
         let Some(slot) = qd.vqs.get(hctx.index() as usize) else {
             return Err(rq.reject(Status::IOERR));

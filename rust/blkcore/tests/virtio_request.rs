@@ -5,7 +5,7 @@
 use blkcore::virtio::request::{
     Command, RequestStatus, VIRTIO_BLK_S_IOERR, VIRTIO_BLK_S_OK, VIRTIO_BLK_S_UNSUPP,
     VIRTIO_BLK_T_DISCARD, VIRTIO_BLK_T_GET_ID, VIRTIO_BLK_T_IN, VIRTIO_BLK_T_OUT,
-    VIRTIO_BLK_T_WRITE_ZEROES,
+    VIRTIO_BLK_T_SECURE_ERASE, VIRTIO_BLK_T_WRITE_ZEROES,
 };
 use proptest::prelude::*;
 
@@ -62,6 +62,26 @@ fn discard_and_write_zeroes_carry_a_little_endian_range() {
     let g = Command::GetId.encode(99, 0, 0, true);
     assert_eq!(le32(&g.hdr[0..4]), VIRTIO_BLK_T_GET_ID);
     assert!(g.range.is_none() && !g.has_data);
+}
+
+#[test]
+fn secure_erase_is_type_14_with_a_range_and_no_flags() {
+    for le in [true, false] {
+        let e = Command::SecureErase.encode(1 << 40, 2048, 0, le);
+        let t = if le {
+            le32(&e.hdr[0..4])
+        } else {
+            u32::from_be_bytes(e.hdr[0..4].try_into().unwrap())
+        };
+        assert_eq!(t, VIRTIO_BLK_T_SECURE_ERASE);
+        assert_eq!(VIRTIO_BLK_T_SECURE_ERASE, 14);
+        let range = e.range.expect("a range");
+        assert_eq!(le64(&range[0..8]), 1 << 40);
+        assert_eq!(le32(&range[8..12]), 2048);
+        assert_eq!(le32(&range[12..16]), 0);
+        assert_eq!(e.hdr[8..16], [0; 8]);
+        assert!(!e.has_data && !e.data_out);
+    }
 }
 
 #[test]

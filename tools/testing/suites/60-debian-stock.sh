@@ -118,7 +118,7 @@ make_initramfs "$work/initramfs.cpio.gz" "${files[@]}"
 truncate -s 64M "$work/d0.img" "$work/d1.img"
 log="$LOGDIR/$L-virtio.log"
 log "booting Debian's $KREL ($VMLINUZ) with virtio_blk_rs, log $log"
-timeout --foreground -k 5 "${DEBIAN_STOCK_TIMEOUT:-420}" qemu-system-x86_64 -accel tcg -cpu qemu64 -smp 2 -m 1024 \
+timeout --foreground -k 5 "${DEBIAN_STOCK_TIMEOUT:-420}" "${QEMU_LINUX[@]}" -smp 2 -m 1024 \
     -nographic -monitor none -serial stdio -no-reboot \
     -kernel "$VMLINUZ" -initrd "$work/initramfs.cpio.gz" \
     -append "console=ttyS0 panic=-1 quiet loglevel=6" \
@@ -134,6 +134,11 @@ collect_results "$log" "$L-virtio"
 # RESET_HOW=s3; QEMU's monitor wakes the guest).
 S3=1 KERNEL_IMAGE=$VMLINUZ KO_DIR=$OUT C_KO=$(ls "$work"/mods/debian/virtio_blk.ko 2>/dev/null) GUEST_ENV=RESET_HOW=s3 \
     bash "$T/virtio-guest.sh" -l "$L-s3" -t 600 -d 128M "$T/guest/virtio-reset.sh" || true
+# Hibernation: the image written to and read back from a virtio_blk_rs
+# disk, the same freeze/restore with fio verify across (two boots, the
+# second resumes the image; the test kernel has no CONFIG_HIBERNATION).
+HIBERNATE=1 KERNEL_IMAGE=$VMLINUZ KO_DIR=$OUT \
+    bash "$T/virtio-guest.sh" -l "$L-hibernate" -t 600 -d 128M -d 256M "$T/guest/virtio-hibernate.sh" || true
 
 # ---- Debian's kernel as the PV domU under Xen --------------------------------
 if [ "${DEBIAN_STOCK_XEN:-1}" = 1 ] && [ -f "$OUT/xen_blkfront_rs.ko" ]; then

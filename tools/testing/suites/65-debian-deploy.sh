@@ -97,7 +97,7 @@ args() { # PHASE DISK OURS C
 boot_virtio() {
     local phase=$1 initrd=$2 log=$LOGDIR/$L-virtio-$1.log
     log "deploy: booting Debian's $KREL from vda ($phase), log $log"
-    timeout --foreground -k 5 "${DEPLOY_TIMEOUT:-600}" qemu-system-x86_64 -accel tcg -cpu qemu64 -smp 2 -m 1024 \
+    timeout --foreground -k 5 "${DEPLOY_TIMEOUT:-600}" "${QEMU_LINUX[@]}" -smp 2 -m 1024 \
         -nographic -monitor none -serial stdio -no-reboot \
         -kernel "$work/vmlinuz" -initrd "$initrd" \
         -append "root=/dev/vda rw console=ttyS0 panic=-1 loglevel=5 $(args "$phase" vda virtio_blk_rs virtio_blk)" \

@@ -18,6 +18,8 @@ pub const VIRTIO_BLK_T_GET_ID: u32 = 8;
 pub const VIRTIO_BLK_T_DISCARD: u32 = 11;
 /// `VIRTIO_BLK_T_WRITE_ZEROES`.
 pub const VIRTIO_BLK_T_WRITE_ZEROES: u32 = 13;
+/// `VIRTIO_BLK_T_SECURE_ERASE`.
+pub const VIRTIO_BLK_T_SECURE_ERASE: u32 = 14;
 /// `VIRTIO_BLK_S_OK`.
 pub const VIRTIO_BLK_S_OK: u8 = 0;
 /// `VIRTIO_BLK_S_IOERR`.
@@ -49,6 +51,8 @@ pub enum Command {
         /// Set `VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP`.
         unmap: bool,
     },
+    /// Securely erase the request's range (`VIRTIO_BLK_F_SECURE_ERASE`).
+    SecureErase,
     /// Read the serial.
     GetId,
 }
@@ -81,7 +85,7 @@ impl RequestStatus {
 pub struct Encoded {
     /// `struct virtio_blk_outhdr` in the device's byte order.
     pub hdr: [u8; OUTHDR_BYTES],
-    /// The range of a discard or write-zeroes request.
+    /// The range of a discard, write-zeroes or secure-erase request.
     pub range: Option<[u8; RANGE_BYTES]>,
     /// The request carries data (read or write).
     pub has_data: bool,
@@ -98,6 +102,7 @@ impl Command {
             Self::Flush => VIRTIO_BLK_T_FLUSH,
             Self::Discard => VIRTIO_BLK_T_DISCARD,
             Self::WriteZeroes { .. } => VIRTIO_BLK_T_WRITE_ZEROES,
+            Self::SecureErase => VIRTIO_BLK_T_SECURE_ERASE,
             Self::GetId => VIRTIO_BLK_T_GET_ID,
         }
     }
@@ -106,7 +111,8 @@ impl Command {
     /// with I/O priority `ioprio`; `le`: the device is little-endian
     /// (virtio 1.0, or a legacy device on a little-endian CPU). Like
     /// upstream, the header's sector is 0 for everything but reads and
-    /// writes: discard and write-zeroes carry theirs in the range.
+    /// writes: discard, write-zeroes and secure erase carry theirs in the
+    /// range (upstream's `virtblk_setup_discard_write_zeroes_erase`).
     pub fn encode(self, sector: u64, nr_sectors: u32, ioprio: u32, le: bool) -> Encoded {
         let data = matches!(self, Self::Read | Self::Write);
         let hdr_sector = if data { sector } else { 0 };
@@ -128,7 +134,7 @@ impl Command {
         hdr[4..8].copy_from_slice(&p);
         hdr[8..16].copy_from_slice(&s);
         let flags = match self {
-            Self::Discard => Some(0),
+            Self::Discard | Self::SecureErase => Some(0),
             Self::WriteZeroes { unmap } => Some(if unmap {
                 VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP
             } else {

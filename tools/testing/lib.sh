@@ -148,6 +148,20 @@ guest_exited_cleanly() { # console.log
         <(tr -d '\r' < "$1" | sed 's/^(XEN) //; s/^\[ *[0-9.]*\] //')
 }
 
+# A guest runner (virtio-guest.sh, xen-guest.sh) that stops before it
+# collects the guest's results (a script bug under set -e, a missing file)
+# would leave no result at all and pass unseen: its EXIT trap records one
+# failure then, and removes its work directory.
+RUNNER_COLLECTED=0
+runner_exit() { # work-dir label
+    local rc=$?
+    rm -rf "$1"
+    if [ "$RUNNER_COLLECTED" = 0 ]; then
+        echo "fail $2: $(basename "$0") stopped (exit $rc) before collecting the guest's results" \
+            >> "${RESULTS:-$CACHE/results.txt}"
+    fi
+}
+
 # Turns a guest console log into results: every "ok N - name" / "not ok N -
 # name" line the guest checks printed is one result, "ok N - name # SKIP
 # reason" a skip (TAP directive, any case); every KTAP block (between
@@ -157,6 +171,7 @@ guest_exited_cleanly() { # console.log
 # skip_result for skips that count as failures.
 collect_results() { # console.log label
     local log=$1 label=$2 results=${RESULTS:-$CACHE/results.txt}
+    RUNNER_COLLECTED=1
     local tmp; tmp=$(mktemp -d)
     tr -d '\r' < "$log" | sed 's/^(XEN) //; s/^\[ *[0-9.]*\] //' > "$tmp/log"
     local skip_re='^(.*[^[:space:]])[[:space:]]+#[[:space:]]*[Ss][Kk][Ii][Pp][[:alnum:]]*([[:space:]]+(.*))?$'

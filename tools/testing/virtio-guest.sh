@@ -40,7 +40,7 @@ KO_DIR=${KO_DIR:-$REPO}
 LOGDIR=${LOGDIR:-$CACHE/logs}
 mkdir -p "$LOGDIR"
 work=$(mktemp -d "$CACHE/virtio-run.XXXX")
-trap 'rm -rf "$work"' EXIT
+trap 'runner_exit "$work" "$label"' EXIT
 
 files=("$script:/test.sh")
 for g in "$REPO"/tools/testing/guest/*.sh; do files+=("$g:/guest/$(basename "$g")"); done

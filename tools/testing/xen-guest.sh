@@ -73,7 +73,7 @@ LOGDIR=${LOGDIR:-$CACHE/logs}
 mkdir -p "$LOGDIR"
 dom0_img=$(bash "$REPO/tools/testing/xen/build-dom0-image.sh" "$KDIR")
 work=$(mktemp -d "$CACHE/xen-run.XXXX")
-trap 'rm -rf "$work"' EXIT
+trap 'runner_exit "$work" "$label"' EXIT
 
 # domU initramfs: our module, the C frontend for the baseline, fio, scripts.
 files=("$script:/test.sh")

@@ -4,7 +4,9 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-pkgs=xen-utils-4.17,xenstore-utils,kmod,util-linux,iproute2,fio,e2fsprogs,procps,python3-minimal
+# qemu-system-xen: QEMU's xen-block backend ("qdisk"), which libxl starts for
+# a vbd with backendtype=qdisk; qemu-utils: qemu-img for its qcow2 file.
+pkgs=xen-utils-4.17,xenstore-utils,kmod,util-linux,iproute2,fio,e2fsprogs,procps,python3-minimal,qemu-system-xen,qemu-utils
 key=$(echo "$pkgs bookworm" | sha256sum | cut -c1-12)
 root=$CACHE/dom0-rootfs-$key
 if [ -f "$root/.blkfront-done" ]; then echo "$root"; exit 0; fi

@@ -63,7 +63,11 @@ KO_DIR=${KO_DIR:-$REPO}
 # defaults: KDIR's bzImage and drivers/block); DOMU_APPEND: more domU kernel
 # command line (e.g. kmemleak=on). DOMU_TYPE=pvh: the domUs are PVH guests
 # (the kernel needs CONFIG_XEN_PVH; Xen then gets a CPU with SVM and nested
-# paging from QEMU, which a PV-only run does not need). DOMU_MEM: MiB per
+# paging from QEMU, which a PV-only run does not need). BACKEND=qdisk: domU
+# 1's vbds are served by QEMU's xen-block (xl's backendtype=qdisk, the
+# process libxl starts in dom0) instead of xen-blkback: xvda raw on dom0's
+# /dev/vdb, xvdb a qcow2 file (-s big) on dom0's root file system, made by
+# dom0-run.sh. DOMU_MEM: MiB per
 # domU (384; a KASAN kernel needs more to unpack the initramfs).
 # A domU that boots a real root file system instead of the check initramfs
 # (the deployment test): VBD0_IMAGE, a disk image used as domU 1's backing
@@ -123,6 +127,15 @@ for ((i = 1; i <= ndomu; i++)); do
     [ -n "$frames" ] && extra+=" BLKGRANTFRAMES=$frames"
     cfg=domU.cfg; ((i > 1)) && cfg=domU$i.cfg
     disks="'format=raw, vdev=xvda, access=rw, script=/run/payload/block-simple, target=/dev/${targets[i - 1]}'"
+    if ((i == 1)); then
+        case ${BACKEND:-blkback} in
+            blkback) ;;
+            qdisk) disks="'format=raw, vdev=xvda, access=rw, backendtype=qdisk, target=/dev/vdb'"
+                disks+=", 'format=qcow2, vdev=xvdb, access=rw, backendtype=qdisk, target=/var/tmp/vbd1.qcow2'"
+                echo "QCOW2_SIZE=$size" >> "$work/payload/run.env" ;;
+            *) die "BACKEND=$BACKEND: blkback or qdisk" ;;
+        esac
+    fi
     # The twin: xen-blkback opens the device without claiming it, and
     # block-simple does no sharing check, so two vbds can share one disk.
     ((i == 1 && twin)) && disks+=", 'format=raw, vdev=xvdb, access=rw, script=/run/payload/block-simple, target=/dev/${targets[0]}'"
@@ -155,7 +168,7 @@ vbd_opts="physical_block_size=$phys"
 
 log="$LOGDIR/$label.log"
 extra_vbds=("${extra_vbds[@]//VBDOPTS/$vbd_opts}")
-log "xen guest '$label': $ndomu domU(s), blkback feature_persistent=$persistent, backing disk $vbd_opts, timeout ${timeout}s, log $log"
+log "xen guest '$label': $ndomu domU(s), ${BACKEND:-blkback} (blkback feature_persistent=$persistent), backing disk $vbd_opts, timeout ${timeout}s, log $log"
 : > "$log"
 relay=$(start_monitor_relay "$log" "$work/monitor.sock")
 set +e

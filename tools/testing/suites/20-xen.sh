@@ -35,3 +35,7 @@ bash "$T/xen-guest.sh" -l xen-badbackend -m 4096 -o 1048576 "$T/guest/xen-badbac
 # 256 indirect segments each: both disks at once run out of grants, every
 # request still completes (C driver first, same workload).
 bash "$T/xen-guest.sh" -l xen-grants -p 1 -g 4 -c 2 -2 -s 256M -t 900 "$T/guest/xen-grants.sh"
+# E: QEMU's xen-block ("qdisk", xl's backendtype=qdisk) in place of
+# blkback: xvda raw on a dom0 disk, xvdb a qcow2 file; the C driver, then
+# ours, fio verify at QD1 and QD32 on both, limits side by side.
+BACKEND=qdisk bash "$T/xen-guest.sh" -l xen-qdisk -s 256M -t 900 "$T/guest/xen-qdisk.sh"

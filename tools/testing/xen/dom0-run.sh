@@ -23,6 +23,11 @@ xenconsoled --log=guest
 ) &
 relay=$!
 echo "dom0: backing disk /dev/vdb: phys $(cat /sys/block/vdb/queue/physical_block_size) log $(cat /sys/block/vdb/queue/logical_block_size), blkback feature_persistent=$(cat /sys/module/xen_blkback/parameters/feature_persistent)"
+# xen-guest.sh BACKEND=qdisk: the qcow2 file QEMU's qdisk serves as xvdb.
+if [ -n "${QCOW2_SIZE:-}" ]; then
+    qemu-img create -q -f qcow2 /var/tmp/vbd1.qcow2 "$QCOW2_SIZE" || echo "dom0: qemu-img create failed"
+    echo "dom0: qdisk backing file: $(qemu-img info /var/tmp/vbd1.qcow2 | grep -E '^(file format|virtual size)' | tr '\n' ' ')"
+fi
 # A common start second for all domUs: after the last one has been created.
 T0=$(( $(date +%s) + 30 + 45 * (NDOMU - 1) ))
 sed "s/@T0@/$T0/" /run/payload/domU.cfg > /run/domU.cfg

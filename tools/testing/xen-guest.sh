@@ -63,7 +63,10 @@ KO_DIR=${KO_DIR:-$REPO}
 # defaults: KDIR's bzImage and drivers/block); DOMU_APPEND: more domU kernel
 # command line (e.g. kmemleak=on). DOMU_TYPE=pvh: the domUs are PVH guests
 # (the kernel needs CONFIG_XEN_PVH; Xen then gets a CPU with SVM and nested
-# paging from QEMU, which a PV-only run does not need). BACKEND=qdisk: domU
+# paging from QEMU, which a PV-only run does not need); DOMU_TYPE=hvm: HVM
+# domUs with PV drivers (the same CPU; hvmloader, SeaBIOS and QEMU's device
+# model from dom0's qemu-system-xen; direct kernel boot; the console is the
+# PV one, hvc0, as for the others). BACKEND=qdisk: domU
 # 1's vbds are served by QEMU's xen-block (xl's backendtype=qdisk, the
 # process libxl starts in dom0) instead of xen-blkback: xvda raw on dom0's
 # /dev/vdb, xvdb a qcow2 file (-s big) on dom0's root file system, made by
@@ -116,6 +119,7 @@ PERSISTENT=$persistent
 MAX_QUEUES=$vcpus
 DOMU_TIMEOUT=$((timeout - 60))
 NDOMU=$ndomu
+DOMU_TYPE=${DOMU_TYPE:-pv}
 ENV
 # domU 1 is "blktest" on dom0's /dev/vdb; domUs 2..4 are "blktest<i>" on
 # /dev/vdd.. (dom0's /dev/vdc is the payload).
@@ -141,6 +145,7 @@ for ((i = 1; i <= ndomu; i++)); do
     ((i == 1 && twin)) && disks+=", 'format=raw, vdev=xvdb, access=rw, script=/run/payload/block-simple, target=/dev/${targets[0]}'"
     cat > "$work/payload/$cfg" <<CFG
 type="${DOMU_TYPE:-pv}"
+$([ "${DOMU_TYPE:-pv}" = hvm ] && printf '%s\n' 'device_model_version="qemu-xen"' 'serial="pty"' 'vga="none"' 'vnc=0')
 name="$name"
 memory=$mem
 vcpus=$vcpus
@@ -173,7 +178,7 @@ log "xen guest '$label': $ndomu domU(s), ${BACKEND:-blkback} (blkback feature_pe
 relay=$(start_monitor_relay "$log" "$work/monitor.sock")
 set +e
 cpu=qemu64
-[ "${DOMU_TYPE:-pv}" = pvh ] && cpu=qemu64,+svm,+npt
+case ${DOMU_TYPE:-pv} in pvh | hvm) cpu=qemu64,+svm,+npt ;; esac
 timeout --foreground -k 5 "$timeout" qemu-system-x86_64 -accel tcg -cpu $cpu -smp 2 -m 3072 \
     -nographic -monitor "unix:$work/monitor.sock,server,nowait" -serial stdio -no-reboot \
     -kernel "$XEN_ELF" \

@@ -43,7 +43,13 @@ while [ "$i" -le "$NDOMU" ]; do
     xl create /run/domU$i.cfg >/dev/null 2>&1 || echo "dom0: xl create domU$i failed"
     i=$((i + 1))
 done
-timeout "$DOMU_TIMEOUT" xl create -c /run/domU.cfg
+if [ "${DOMU_TYPE:-pv}" = hvm ]; then
+    # `xl create -c` would attach to an HVM guest's emulated serial port;
+    # its kernel writes to the PV console (hvc0), as PV and PVH guests do.
+    xl create /run/domU.cfg && timeout "$DOMU_TIMEOUT" xl console -t pv blktest
+else
+    timeout "$DOMU_TIMEOUT" xl create -c /run/domU.cfg
+fi
 rc=$?
 # The guest had itself saved and restored (save-restore): its console goes
 # on from the log until the restored domain exits.

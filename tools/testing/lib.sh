@@ -151,10 +151,11 @@ guest_exited_cleanly() { # console.log
 # A guest runner (virtio-guest.sh, xen-guest.sh) that stops before it
 # collects the guest's results (a script bug under set -e, a missing file)
 # would leave no result at all and pass unseen: its EXIT trap records one
-# failure then, and removes its work directory.
+# failure then, stops its monitor relay and removes its work directory.
 RUNNER_COLLECTED=0
 runner_exit() { # work-dir label
     local rc=$?
+    [ -n "${relay:-}" ] && stop_monitor_relay "$relay"
     rm -rf "$1"
     if [ "$RUNNER_COLLECTED" = 0 ]; then
         echo "fail $2: $(basename "$0") stopped (exit $rc) before collecting the guest's results" \

@@ -173,7 +173,9 @@ vbd_opts="physical_block_size=$phys"
 
 log="$LOGDIR/$label.log"
 extra_vbds=("${extra_vbds[@]//VBDOPTS/$vbd_opts}")
-log "xen guest '$label': $ndomu domU(s), ${BACKEND:-blkback} (blkback feature_persistent=$persistent), backing disk $vbd_opts, timeout ${timeout}s, log $log"
+backend="blkback feature_persistent=$persistent"
+[ "${BACKEND:-blkback}" = qdisk ] && backend="QEMU's qdisk (raw xvda, qcow2 xvdb)"
+log "xen guest '$label': $ndomu ${DOMU_TYPE:-pv} domU(s), $backend, backing disk $vbd_opts, timeout ${timeout}s, log $log"
 : > "$log"
 relay=$(start_monitor_relay "$log" "$work/monitor.sock")
 set +e

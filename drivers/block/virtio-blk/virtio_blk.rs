@@ -173,6 +173,24 @@ mod tests {
         bits.iter().fold(F_BASE, |m, &b| m | vcfg::feature_mask(b))
     }
 
+    /// What the block layer applies of `l` to a real (not added) disk of
+    /// `capacity` sectors on a tag set of this driver.
+    fn applied_limits(l: &QueueLimits, capacity: u64) -> Result<QueueLimits> {
+        let queues = Arc::new(
+            Queues {
+                le: true,
+                vqs: KVec::new(),
+            },
+            GFP_KERNEL,
+        )?;
+        let tagset = Arc::pin_init(
+            TagSet::<BlkOps>::new(1, 4, l.max_segments, queues),
+            GFP_KERNEL,
+        )?;
+        let disk = GenDisk::new(tagset, l, fmt!("vdtest"), capacity)?;
+        Ok(disk.applied_limits())
+    }
+
     #[test]
     fn sector_unit_is_512() {
         assert_eq!(blkif::SECTOR_SIZE, 512);
@@ -222,19 +240,7 @@ mod tests {
             vcfg::VIRTIO_BLK_F_FLUSH,
         ]);
         let (cfg, l) = config_to_limits(&b, f, usize::MAX, 0).map_err(|_| EINVAL)?;
-        let queues = Arc::new(
-            Queues {
-                le: true,
-                vqs: KVec::new(),
-            },
-            GFP_KERNEL,
-        )?;
-        let tagset = Arc::pin_init(
-            TagSet::<BlkOps>::new(1, 4, l.max_segments, queues),
-            GFP_KERNEL,
-        )?;
-        let disk = GenDisk::new(tagset, &l, fmt!("vdtest"), cfg.capacity)?;
-        let a = disk.applied_limits();
+        let a = applied_limits(&l, cfg.capacity)?;
         assert_eq!(a.logical_block_size, 512);
         assert_eq!(a.physical_block_size, 4096);
         assert_eq!(a.io_min, 4096);
@@ -268,19 +274,7 @@ mod tests {
         ]);
         assert!(FEATURES.contains(&vcfg::VIRTIO_BLK_F_SECURE_ERASE));
         let (cfg, l) = config_to_limits(&b, f, usize::MAX, -1).map_err(|_| EINVAL)?;
-        let queues = Arc::new(
-            Queues {
-                le: true,
-                vqs: KVec::new(),
-            },
-            GFP_KERNEL,
-        )?;
-        let tagset = Arc::pin_init(
-            TagSet::<BlkOps>::new(1, 4, l.max_segments, queues),
-            GFP_KERNEL,
-        )?;
-        let disk = GenDisk::new(tagset, &l, fmt!("vdtest"), cfg.capacity)?;
-        let a = disk.applied_limits();
+        let a = applied_limits(&l, cfg.capacity)?;
         assert_eq!(a.max_secure_erase_sectors, 2048);
         assert_eq!(a.discard_granularity, 4096);
         assert_eq!(a.max_discard_segments, 1);

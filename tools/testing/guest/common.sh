@@ -38,6 +38,35 @@ topology_line() { # dev
 }
 FAILED=0
 finish() { [ "$FAILED" = 0 ]; }
+# fio_verify LABEL DISK SIZE QD: fio writes SIZE of random 4 KiB..256 KiB
+# blocks to /dev/DISK at queue depth QD (psync at 1, libaio above) and
+# verifies them (crc32c): one check line, LABEL first; fio's summary lines
+# printed as "FIO LABEL qdQD: ...". Passes when fio exited 0 and every job
+# reported err=0.
+fio_verify() {
+    local label=$1 d=$2 size=$3 qd=$4 engine=libaio out rc errs
+    [ "$qd" = 1 ] && engine=psync
+    out=$(fio --name=verify-$d-qd$qd --filename=/dev/$d --direct=1 --rw=randwrite \
+        --bsrange=4k-256k --size=$size --ioengine=$engine --iodepth=$qd \
+        --verify=crc32c --do_verify=1 --verify_fatal=1 --randrepeat=0 2>&1)
+    rc=$?
+    echo "$out" | grep -E "^ *(READ|WRITE):|err=|verify:" | sed "s/^ */FIO ${label:+$label }qd$qd: /"
+    # The sorted set of err= values: "0 " when all are 0, empty when none.
+    errs=$(echo "$out" | sed -n 's/.*err= *\([0-9]*\).*/\1/p' | sort -u | tr '\n' ' ')
+    check "${label:+$label: }fio crc32c verify, $size random writes, QD$qd: exit $rc, err=${errs:-none}" \
+        [ "$rc" = 0 -a "$errs" = "0 " ]
+}
+# inflight_sample DISK: waits up to 2 s for a moment with requests in
+# flight on DISK and prints their number (0 if none came).
+inflight_sample() {
+    local try n=0
+    for try in $(seq 1 100); do
+        n=$(awk '{print $1 + $2}' "/sys/block/$1/inflight")
+        [ "$n" -gt 0 ] && break
+        usleep 20000
+    done
+    echo "$n"
+}
 # unload MODULE: rmmod, retried for a few seconds (a disk that was just
 # scanned can hold a module reference for a moment).
 unload() {

@@ -44,13 +44,8 @@ fio --name=hibernate --filename=/dev/vda --direct=1 --ioengine=libaio --iodepth=
     --do_verify=1 --eta=never --output=/tmp/fio-hibernate.log &
 fio_pid=$!
 sleep 2
-# Hibernate while requests are in flight: sample up to 2 s for a moment
-# that has some.
-for try in $(seq 1 100); do
-    inflight=$(awk '{print $1 + $2}' /sys/block/vda/inflight)
-    [ "$inflight" -gt 0 ] && break
-    usleep 20000
-done
+# Hibernate while requests are in flight (sampled for up to 2 s).
+inflight=$(inflight_sample vda)
 echo "HIBERNATING: $inflight requests in flight on vda"
 echo disk > /sys/power/state
 rc=$?

@@ -20,7 +20,7 @@ RESET_HOW=${RESET_HOW:-flr}
 RESET_SIZE=${RESET_SIZE:-96M} RESET_LOOPS=${RESET_LOOPS:-8}
 since() { dmesg | tail -n +$((base + 1)); }
 reset_under_io() { # MODULE
-    local mod=$1 pci i try inflight held=0 rc base
+    local mod=$1 pci i inflight held=0 rc base
     check "$mod: insmod" insmod "/lib/modules/$mod.ko"
     sleep 1
     if [ $RESET_HOW = s3 ]; then
@@ -47,12 +47,8 @@ reset_under_io() { # MODULE
     for i in $(seq 1 $RESETS); do
         sleep 2
         # Reset while requests are in flight (fio switches between writing
-        # and verifying): sample up to 2 s for a moment that has some.
-        for try in $(seq 1 100); do
-            inflight=$(awk '{print $1 + $2}' /sys/block/vda/inflight)
-            [ "$inflight" -gt 0 ] && break
-            usleep 20000
-        done
+        # and verifying): sampled for up to 2 s.
+        inflight=$(inflight_sample vda)
         [ "$inflight" -gt 0 ] && held=$((held + 1))
         echo "reset $i ($RESET_HOW): $inflight requests in flight"
         if [ $RESET_HOW = s3 ]; then

@@ -9,7 +9,6 @@
 SIZE=${QDISK_SIZE:-64M}
 DISKS="xvda xvdb"
 LIMITS="max_segments max_hw_sectors_kb nr_requests logical_block_size physical_block_size discard_max_hw_bytes write_cache"
-fio_clean() { [ "$1" = 0 ] && [ "$2" = "0 " ]; }
 # devid of xvda, xvdb: 202 << 8 | 16 * index
 devid() { case $1 in xvda) echo 51712 ;; xvdb) echo 51728 ;; esac; }
 
@@ -25,7 +24,7 @@ done
 
 # run_driver MODULE_FILE MODULE XENBUS_DRIVER WHO
 run_driver() {
-    local ko=$1 mod=$2 drv=$3 who=$4 d i qd engine out rc errs a
+    local ko=$1 mod=$2 drv=$3 who=$4 d i qd a
     check "$who: insmod" insmod "/lib/modules/$ko.ko"
     for d in $DISKS; do
         for i in $(seq 1 40); do [ -b /dev/$d ] && break; sleep 0.25; done
@@ -33,17 +32,7 @@ run_driver() {
         for a in $LIMITS; do
             echo "$(q $d $a)" > "/tmp/$who-$d-$a"; printf '%s=%s ' "$a" "$(q $d $a)"
         done | sed "s/^/LIMITS $who $d: /"; echo
-        for qd in 1 32; do
-            engine=libaio; [ $qd = 1 ] && engine=psync
-            out=$(fio --name=qdisk-$d-qd$qd --filename=/dev/$d --direct=1 --rw=randwrite \
-                --bsrange=4k-256k --size=$SIZE --ioengine=$engine --iodepth=$qd \
-                --verify=crc32c --do_verify=1 --verify_fatal=1 --randrepeat=0 2>&1)
-            rc=$?
-            echo "$out" | grep -E "^ *(READ|WRITE):|err=|verify:" | sed "s/^ */FIO $who $d qd$qd: /"
-            errs=$(echo "$out" | sed -n 's/.*err= *\([0-9]*\).*/\1/p' | sort -u | tr '\n' ' ')
-            check "$who: $d fio crc32c verify, $SIZE random writes, QD$qd: exit $rc, err=${errs:-none}" \
-                fio_clean "$rc" "$errs"
-        done
+        for qd in 1 32; do fio_verify "$who $d" $d "$SIZE" $qd; done
     done
     unbind_vbds "$drv"
     check "$who: rmmod" unload "$mod"

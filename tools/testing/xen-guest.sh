@@ -58,6 +58,7 @@ script=${1:?guest script}
 label=${label:-$(basename "$script" .sh)-p$persistent-b$phys}
 KDIR=${KDIR:-$(bash "$REPO/tools/testing/build-kernel.sh")}
 KO_DIR=${KO_DIR:-$REPO}
+DOMU_TYPE=${DOMU_TYPE:-pv}
 # Another domU kernel (e.g. a distribution's vmlinuz or the debug kernel) and
 # the directory with its C xen-blkfront.ko (DOMU_KERNEL, DOMU_MODULES;
 # defaults: KDIR's bzImage and drivers/block); DOMU_APPEND: more domU kernel
@@ -119,7 +120,7 @@ PERSISTENT=$persistent
 MAX_QUEUES=$vcpus
 DOMU_TIMEOUT=$((timeout - 60))
 NDOMU=$ndomu
-DOMU_TYPE=${DOMU_TYPE:-pv}
+DOMU_TYPE=$DOMU_TYPE
 ENV
 # domU 1 is "blktest" on dom0's /dev/vdb; domUs 2..4 are "blktest<i>" on
 # /dev/vdd.. (dom0's /dev/vdc is the payload).
@@ -144,8 +145,8 @@ for ((i = 1; i <= ndomu; i++)); do
     # block-simple does no sharing check, so two vbds can share one disk.
     ((i == 1 && twin)) && disks+=", 'format=raw, vdev=xvdb, access=rw, script=/run/payload/block-simple, target=/dev/${targets[0]}'"
     cat > "$work/payload/$cfg" <<CFG
-type="${DOMU_TYPE:-pv}"
-$([ "${DOMU_TYPE:-pv}" = hvm ] && printf '%s\n' 'device_model_version="qemu-xen"' 'serial="pty"' 'vga="none"' 'vnc=0')
+type="$DOMU_TYPE"
+$([ "$DOMU_TYPE" = hvm ] && printf '%s\n' 'device_model_version="qemu-xen"' 'serial="pty"' 'vga="none"' 'vnc=0')
 name="$name"
 memory=$mem
 vcpus=$vcpus
@@ -175,12 +176,12 @@ log="$LOGDIR/$label.log"
 extra_vbds=("${extra_vbds[@]//VBDOPTS/$vbd_opts}")
 backend="blkback feature_persistent=$persistent"
 [ "${BACKEND:-blkback}" = qdisk ] && backend="QEMU's qdisk (raw xvda, qcow2 xvdb)"
-log "xen guest '$label': $ndomu ${DOMU_TYPE:-pv} domU(s), $backend, backing disk $vbd_opts, timeout ${timeout}s, log $log"
+log "xen guest '$label': $ndomu $DOMU_TYPE domU(s), $backend, backing disk $vbd_opts, timeout ${timeout}s, log $log"
 : > "$log"
 relay=$(start_monitor_relay "$log" "$work/monitor.sock")
 set +e
 cpu=qemu64
-case ${DOMU_TYPE:-pv} in pvh | hvm) cpu=qemu64,+svm,+npt ;; esac
+case $DOMU_TYPE in pvh | hvm) cpu=qemu64,+svm,+npt ;; esac
 timeout --foreground -k 5 "$timeout" qemu-system-x86_64 -accel tcg -cpu $cpu -smp 2 -m 3072 \
     -nographic -monitor "unix:$work/monitor.sock,server,nowait" -serial stdio -no-reboot \
     -kernel "$XEN_ELF" \

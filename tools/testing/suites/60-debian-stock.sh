@@ -131,10 +131,8 @@ collect_results "$log" "$L-virtio"
 
 # Suspend to RAM with I/O in flight, ours then Debian's C driver: the test
 # kernel has no CONFIG_SUSPEND, Debian's has (guest/virtio-reset.sh with
-# RESET_HOW=s3; QEMU's monitor wakes the guest). One vCPU: with two under
-# single-threaded TCG (lib.sh's QEMU_LINUX) the guest never reached S3
-# (2026-12-03: QEMU still "running" minutes after "echo mem").
-S3=1 SMP=1 KERNEL_IMAGE=$VMLINUZ KO_DIR=$OUT C_KO=$(ls "$work"/mods/debian/virtio_blk.ko 2>/dev/null) GUEST_ENV=RESET_HOW=s3 \
+# RESET_HOW=s3; QEMU's monitor wakes the guest, one vCPU: virtio-guest.sh).
+S3=1 KERNEL_IMAGE=$VMLINUZ KO_DIR=$OUT C_KO=$(ls "$work"/mods/debian/virtio_blk.ko 2>/dev/null) GUEST_ENV=RESET_HOW=s3 \
     bash "$T/virtio-guest.sh" -l "$L-s3" -t 600 -d 128M "$T/guest/virtio-reset.sh" || true
 # Hibernation: the image written to and read back from a virtio_blk_rs
 # disk, the same freeze/restore with fio verify across (two boots, the

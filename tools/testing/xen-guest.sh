@@ -113,6 +113,12 @@ cp "${DOMU_KERNEL:-$KDIR/arch/x86/boot/bzImage}" "$work/payload/domU-bzImage"
 cp "$REPO/tools/testing/xen/dom0-run.sh" "$REPO/tools/testing/xen/block-simple" "$REPO/tools/testing/xen/blkif-irqs" \
     "$REPO/tools/testing/xen/save-restore" "$REPO/tools/testing/xen/vbd-stats" \
     "$REPO/tools/testing/xen/cdrom-attach" "$work/payload/"
+# The userspace blkif backend (tools/testing/xen-backend) and its dom0
+# wrapper, for guest/xen-userspace.sh (USERSPACE_BACKEND=1).
+if [ "${USERSPACE_BACKEND:-0}" = 1 ]; then
+    (cd "$REPO" && cargo build --release -q -p xen-backend) || die "cargo build -p xen-backend failed"
+    cp "$REPO/target/release/blkif-backend" "$REPO/tools/testing/xen/us-backend" "$work/payload/"
+fi
 [ -f "$REPO/tools/testing/xen/dom0-after.sh" ] && cp "$REPO/tools/testing/xen/dom0-after.sh" "$work/payload/"
 [ -n "$min_io" ] && touch "$work/payload/publish-io-sizes"
 cat > "$work/payload/run.env" <<ENV

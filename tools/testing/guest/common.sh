@@ -206,3 +206,38 @@ fio_on_rings() {
     while [ "$(dstat grants_in_use)" -lt 16 ] && [ $n -lt 60 ]; do sleep 0.5; n=$((n + 1)); done
     check "fio has requests on the rings $1 ($(dstat grants_in_use) grants in use)" test "$(dstat grants_in_use)" -ge 16
 }
+# ---- the userspace blkif backend (tools/testing/xen-backend) ---------------
+# It serves xvdb (devid 51728) from dom0 when asked through xen/us-backend.
+US_SEQ=0
+# us_start [SCENARIO]: asks dom0 for xvdb served by blkif-backend.
+us_start() { echo "DOM0-CMD: sh /run/payload/us-backend start ${1:--}"; }
+# us_stop: asks dom0 to detach xvdb; prints dom0's answer (waits 90 s).
+us_stop() {
+    local i=0 v
+    US_SEQ=$((US_SEQ + 1))
+    echo "DOM0-CMD: sh /run/payload/us-backend stop $US_SEQ" >&2
+    while [ $i -lt 180 ]; do
+        v=$(xs_read "data/us-backend/$US_SEQ") && { echo "$v"; return 0; }
+        sleep 0.5; i=$((i + 1))
+    done
+    echo "no answer from dom0"; return 1
+}
+disk_appears() { local i; for i in $(seq 1 120); do [ -b /dev/xvdb ] && return 0; sleep 0.5; done; return 1; }
+disk_gone() { local i; for i in $(seq 1 $((2 * $1))); do [ -b /dev/xvdb ] || return 0; sleep 0.5; done; return 1; }
+# us_stats_at_least KEY N: us_stats KEY once it is N or more, or after 5 s
+# (the backend publishes its counters after it answers).
+us_stats_at_least() {
+    local i=0
+    while [ $i -lt 10 ] && [ "$(us_stats "$1")" -lt "$2" ]; do sleep 0.5; i=$((i + 1)); done
+    us_stats "$1"
+}
+# us_stats KEY: one counter of the backend (io::Stats::line's order).
+us_stats() {
+    local be; be=$(xs_read device/vbd/51728/backend) || return 1
+    set -- "$1" $(xs_read "$be/test-stats")
+    case $1 in
+        requests) echo "$2" ;; reads) echo "$3" ;; writes) echo "$4" ;; flushes) echo "$5" ;;
+        barriers) echo "$6" ;; discards) echo "$7" ;; errors) echo "$8" ;; indirect) echo "$9" ;;
+        persistent) echo "${10}" ;;
+    esac
+}

@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `blkif-backend`: a userspace blkif backend for one vbd, run in dom0 in
+//! place of xen-blkback to test frontends against a backend that can
+//! misbehave on purpose (issue 13). It creates the vbd itself (frontend
+//! and backend xenstore nodes, as a toolstack's block-attach does), speaks
+//! the xenbus handshake, maps rings and data grants through gntdev, and
+//! serves requests from a file.
+//!
+//!   blkif-backend --list
+//!   blkif-backend --domid D --devid V --file F [--size MiB] [--queues N]
+//!                 [--ring-order N] [--persistent 0|1] [--indirect N]
+//!                 [--physical-sector-size N] [--misbehave NAME]
+//!
+//! `--list` prints one scenario name per line and nothing else; without
+//! `--misbehave` the backend behaves. Writing anything to the backend
+//! node's `test-stop` detaches the vbd as `xl block-detach` does (Closing,
+//! the frontend closes, nodes removed) and ends the process; the counters
+//! are published in its `test-stats` node (see `io::Stats::line`).
+
+mod backend;
+mod io;
+mod ring;
+mod scenario;
+mod xen;
+
+use std::process::ExitCode;
+
+use backend::{Backend, Config};
+
+fn usage() -> ExitCode {
+    eprintln!(
+        "usage: blkif-backend --list\n       blkif-backend --domid D --devid V --file F [--size MiB] \
+         [--queues N] [--ring-order N] [--persistent 0|1] [--indirect N] \
+         [--physical-sector-size N] [--misbehave NAME]"
+    );
+    ExitCode::from(2)
+}
+
+fn parse(args: &[String]) -> Result<Config, String> {
+    let mut c = Config::default();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{a}: missing value"))
+        };
+        let num = |v: String| {
+            v.parse::<u64>()
+                .map_err(|_| format!("{a}: '{v}' is not a number"))
+        };
+        match a.as_str() {
+            "--domid" => c.domid = num(val()?)? as u32,
+            "--devid" => c.devid = num(val()?)? as u32,
+            "--file" => c.file = val()?,
+            "--size" => c.size_mib = Some(num(val()?)?),
+            "--queues" => c.max_queues = num(val()?)? as u32,
+            "--ring-order" => c.max_ring_order = num(val()?)? as u32,
+            "--persistent" => c.features.persistent = num(val()?)? != 0,
+            "--indirect" => c.features.max_indirect = num(val()?)? as u32,
+            "--physical-sector-size" => c.physical_sector_size = num(val()?)? as u32,
+            "--misbehave" => {
+                let v = val()?;
+                c.scenario = Some(
+                    scenario::by_name(&v)
+                        .ok_or_else(|| format!("no scenario '{v}' (see --list)"))?,
+                );
+            }
+            _ => return Err(format!("unknown argument '{a}'")),
+        }
+    }
+    if c.domid == 0 || c.devid == 0 || c.file.is_empty() {
+        return Err("--domid, --devid and --file are required".into());
+    }
+    Ok(c)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--list") {
+        for (name, _) in scenario::ALL {
+            println!("{name}");
+        }
+        return ExitCode::SUCCESS;
+    }
+    let cfg = match parse(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("blkif-backend: {e}");
+            return usage();
+        }
+    };
+    match Backend::new(cfg).and_then(|mut b| b.run()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("blkif-backend: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -219,11 +219,21 @@ impl xenbus::Driver for Blkfront {
     /// like [`abandon`], new requests and those waiting on the requeue
     /// list fail, so deleting the disk never waits for a backend that is
     /// not there.
-    fn remove(_dev: &Device, info: Arc<Info>) {
+    fn remove(dev: &Device, info: Arc<Info>) {
         let mut conn = info.conn.lock();
         if conn.phase != Phase::Connected {
             abandon(&mut conn);
             return;
+        }
+        // A backend that left without going Closed (its process died and
+        // the toolstack removed its node: the hostile backend's "killed")
+        // answers nothing more: what is in flight fails now and new
+        // requests fail, or deleting the disk waits for them forever.
+        if !backend_serving(dev) {
+            for h in conn.rings.iter() {
+                h.ring().with_state(|st| st.mark_dead());
+            }
+            fail_in_flight(dev, &conn);
         }
         if let Some(disk) = conn.disk.take() {
             disk.remove();
@@ -231,6 +241,35 @@ impl xenbus::Driver for Blkfront {
         free_rings(&mut conn);
         conn.phase = Phase::Disconnected;
     }
+}
+
+/// Fails every request in flight on the rings (the backend will not answer
+/// them), with one line if there were any.
+fn fail_in_flight(dev: &Device, conn: &Conn) {
+    let mut failed = 0u32;
+    for h in conn.rings.iter() {
+        failed = failed.saturating_add(h.ring().fail_in_flight());
+    }
+    if failed != 0 {
+        if let Some(disk) = &conn.disk {
+            dev_warn!(
+                dev.as_device(),
+                "{}: backend closed or gone with {} requests in flight: failed\n",
+                disk.name(),
+                failed
+            );
+        }
+    }
+}
+
+/// Whether the backend still serves the rings: its state node exists and
+/// says Connected or Closing (a Closing backend answers what is in flight
+/// before it disconnects).
+fn backend_serving(dev: &Device) -> bool {
+    matches!(
+        xenbus::read(Xbt::NIL, dev.otherend(), c"state"),
+        Ok(Some(v)) if v.as_slice() == b"4" || v.as_slice() == b"5"
+    )
 }
 
 /// The backend's and our own xenstore directory, read once per step.
@@ -538,21 +577,7 @@ impl Info {
     /// request still in flight would never be answered. They fail now
     /// (upstream leaves them, and removal then hangs).
     fn backend_gone(&self, dev: &Device) {
-        let conn = self.conn.lock();
-        let mut failed = 0u32;
-        for h in conn.rings.iter() {
-            failed = failed.saturating_add(h.ring().fail_in_flight());
-        }
-        if failed != 0 {
-            if let Some(disk) = &conn.disk {
-                dev_warn!(
-                    dev.as_device(),
-                    "{}: backend closed with {} requests in flight: failed\n",
-                    disk.name(),
-                    failed
-                );
-            }
-        }
+        fail_in_flight(dev, &self.conn.lock());
     }
 
     /// Backend Closing/Closed (`blkfront_closing`).

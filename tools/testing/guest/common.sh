@@ -207,23 +207,45 @@ fio_on_rings() {
     check "fio has requests on the rings $1 ($(dstat grants_in_use) grants in use)" test "$(dstat grants_in_use)" -ge 16
 }
 # ---- the userspace blkif backend (tools/testing/xen-backend) ---------------
-# It serves xvdb (devid 51728) from dom0 when asked through xen/us-backend.
-US_SEQ=0
-# us_start [SCENARIO]: asks dom0 for xvdb served by blkif-backend.
-us_start() { echo "DOM0-CMD: sh /run/payload/us-backend start ${1:--}"; }
-# us_stop: asks dom0 to detach xvdb; prints dom0's answer (waits 90 s).
+# It serves a vbd from dom0 when asked through xen/us-backend: US_DEVID
+# (default 51728) named US_DISK (default xvdb) in this domU.
+# us_start [SCENARIO [ARGS...]]: asks dom0 for the vbd served by
+# blkif-backend (SCENARIO "-": well-behaved; ARGS: more blkif-backend
+# options).
+us_start() {
+    local s=${1:--}
+    [ $# = 0 ] || shift
+    echo "DOM0-CMD: sh /run/payload/us-backend start $s ${US_DEVID:-51728} $*"
+}
+# us_stop: asks dom0 to detach the vbd; prints dom0's answer (waits 90 s).
 us_stop() {
-    local i=0 v
-    US_SEQ=$((US_SEQ + 1))
-    echo "DOM0-CMD: sh /run/payload/us-backend stop $US_SEQ" >&2
+    local i=0 v seq
+    # The sequence number lives in a file: callers run this in $(...).
+    seq=$(( $(cat /tmp/us-backend.seq 2>/dev/null || echo 0) + 1 )); echo $seq > /tmp/us-backend.seq
+    echo "DOM0-CMD: sh /run/payload/us-backend stop $seq ${US_DEVID:-51728}" >&2
     while [ $i -lt 180 ]; do
-        v=$(xs_read "data/us-backend/$US_SEQ") && { echo "$v"; return 0; }
+        v=$(xs_read "data/us-backend/$seq") && { echo "$v"; return 0; }
         sleep 0.5; i=$((i + 1))
     done
     echo "no answer from dom0"; return 1
 }
-disk_appears() { local i; for i in $(seq 1 120); do [ -b /dev/xvdb ] && return 0; sleep 0.5; done; return 1; }
-disk_gone() { local i; for i in $(seq 1 $((2 * $1))); do [ -b /dev/xvdb ] || return 0; sleep 0.5; done; return 1; }
+# us_disk_appears: the disk is there within 60 s; gives up early once the
+# frontend went Closing or Closed (the driver refused the backend).
+us_disk_appears() {
+    local i
+    for i in $(seq 1 120); do
+        [ -b "/dev/${US_DISK:-xvdb}" ] && return 0
+        case $(xs_read "device/vbd/${US_DEVID:-51728}/state") in 5 | 6) return 1 ;; esac
+        sleep 0.5
+    done
+    return 1
+}
+# us_disk_gone SECONDS: the disk went away within SECONDS.
+us_disk_gone() {
+    local i
+    for i in $(seq 1 $((2 * $1))); do [ -b "/dev/${US_DISK:-xvdb}" ] || return 0; sleep 0.5; done
+    return 1
+}
 # us_stats_at_least KEY N: us_stats KEY once it is N or more, or after 5 s
 # (the backend publishes its counters after it answers).
 us_stats_at_least() {
@@ -233,7 +255,7 @@ us_stats_at_least() {
 }
 # us_stats KEY: one counter of the backend (io::Stats::line's order).
 us_stats() {
-    local be; be=$(xs_read device/vbd/51728/backend) || return 1
+    local be; be=$(xs_read "device/vbd/${US_DEVID:-51728}/backend") || return 1
     set -- "$1" $(xs_read "$be/test-stats")
     case $1 in
         requests) echo "$2" ;; reads) echo "$3" ;; writes) echo "$4" ;; flushes) echo "$5" ;;

@@ -1,15 +1,18 @@
 # The userspace blkif backend (tools/testing/xen-backend, run in dom0 by
 # xen/us-backend) well-behaved: it creates xvdb, and each driver (C, then
 # ours) probes it, passes fio crc32c verify at QD32 and QD1, has its
-# flushes reach the backend, and lets the vbd detach and the module unload.
+# flushes reach the backend, shows the backend's VDISK_REMOVABLE, and lets
+# the vbd detach and the module unload.
 # GUEST_ENV: US_VERIFY_SIZE (fio --size at QD32, default 256M).
 . /guest/common.sh
 SIZE=${US_VERIFY_SIZE:-256M}
 run_driver() { # MODULE_FILE MODULE XENBUS_DRIVER WHO
     local ko=$1 mod=$2 drv=$3 who=$4 ans
     check "$who: insmod" insmod "/lib/modules/$ko.ko"
-    us_start
-    if check "$who: xvdb appears, served by the userspace backend" disk_appears; then
+    # VDISK_REMOVABLE in the backend's info: the disk says removable
+    # (upstream: GENHD_FL_REMOVABLE).
+    us_start - --info 2
+    if check "$who: xvdb appears, served by the userspace backend" us_disk_appears; then
         use_disk "$who"
     else
         echo "DIAG: frontend state $(xs_read device/vbd/51728/state) backend $(xs_read device/vbd/51728/backend) state $(xs_read "$(xs_read device/vbd/51728/backend)/state")"
@@ -17,7 +20,7 @@ run_driver() { # MODULE_FILE MODULE XENBUS_DRIVER WHO
     fi
     ans=$(us_stop)
     check "$who: vbd detached (dom0: $ans)" [ "$ans" = exited ]
-    check "$who: xvdb gone" disk_gone 30
+    check "$who: xvdb gone" us_disk_gone 30
     unbind_vbds "$drv"
     check "$who: rmmod" unload "$mod"
 }
@@ -26,6 +29,7 @@ use_disk() { # WHO
     local who=$1 be f0 f1
     be=$(xs_read device/vbd/51728/backend)
     check "$who: xvdb's backend is blkif-backend's node ($be)" sh -c "echo '$be' | grep -q '/backend/vbd-user/'"
+    expect_eq "$who: VDISK_REMOVABLE: /sys/block/xvdb/removable" "$(cat /sys/block/xvdb/removable)" 1
     echo "LIMITS $who: $(for a in max_segments max_hw_sectors_kb logical_block_size physical_block_size write_cache; do printf '%s=%s ' $a "$(q xvdb $a)"; done)"
     fio_verify "$who" xvdb "$SIZE" 32
     fio_verify "$who" xvdb 16M 1

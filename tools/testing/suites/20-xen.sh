@@ -25,6 +25,7 @@
 #     and last a backend detach under I/O.
 set -uo pipefail
 T=$(dirname "$0")/..
+. "$T/lib.sh"
 GUEST_ENV="SCRIPTS=xen-compare,xen-io,fio-verify,xen-mq,xen-indirect-limits,xen-restore-narrower,xen-faults XEN_CDROM=1 XEN_IDLE_PURGE=1 VERIFY_MOD=xen_blkfront_rs VERIFY_DISK=xvda XEN_EXPECT_PHYS=4096 XEN_EXPECT_MIN_IO=4096 XEN_EXPECT_OPT_IO=1048576" \
     bash "$T/xen-guest.sh" -l xen-p1-b4096 -p 1 -b 4096 -m 4096 -o 1048576 -c 2 -t 900 "$T/guest/multi.sh"
 GUEST_ENV="SCRIPTS=xen-io,fio-verify,xen-indirect-limits,xen-untrusted,xen-resize,xen-suspend,xen-removal,xen-detach VERIFY_MOD=xen_blkfront_rs VERIFY_DISK=xvda XEN_EXPECT_PHYS=512 XEN_EXPECT_MIN_IO=512 XEN_EXPECT_OPT_IO=0" \
@@ -49,3 +50,17 @@ GUEST_ENV="SCRIPTS=fio-verify,xen-hvm-guards VERIFY_MOD=xen_blkfront_rs VERIFY_D
 # by side.
 GUEST_ENV="SCRIPTS=xen-guest-type,xen-qdisk EXPECT_GUEST_TYPE=HVM QDISK_SIZE=32M" \
     BACKEND=qdisk DOMU_TYPE=hvm DOMU_MEM=512 bash "$T/xen-guest.sh" -l xen-hvm-qdisk -c 1 -s 256M -t 900 "$T/guest/multi.sh"
+# G: the userspace blkif backend (tools/testing/xen-backend: blkif-backend
+# in dom0 in place of blkback for xvdb). Well-behaved: C then ours, fio
+# crc32c verify of 256 MiB at QD32 (and QD1), flushes counted by the
+# backend, detach, unload. Then every scenario of `blkif-backend --list`
+# (guest/xen-hostile.sh): ours must survive each (asserted). C's outcomes
+# come from a slower run outside this suite (tools/testing/hostile-table.sh
+# --run-c, which turns both logs into Documentation/hostile-backend.md).
+if (cd "$REPO" && cargo build --release -q -p xen-backend); then
+    scenarios=$("$REPO/target/release/blkif-backend" --list | paste -sd,)
+    GUEST_ENV="SCRIPTS=xen-userspace,xen-hostile HOSTILE_SCENARIOS=$scenarios HOSTILE_WHO=ours US_VERIFY_SIZE=256M" \
+        USERSPACE_BACKEND=1 bash "$T/xen-guest.sh" -l xen-userspace -c 1 -t 2400 "$T/guest/multi.sh"
+else
+    echo "fail xen-userspace: cargo build -p xen-backend failed" >> "${RESULTS:-$CACHE/results.txt}"
+fi

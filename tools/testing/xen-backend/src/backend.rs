@@ -45,6 +45,8 @@ pub struct Config {
     pub max_ring_order: u32,
     /// `physical-sector-size`.
     pub physical_sector_size: u32,
+    /// `info` (`VDISK_CDROM` 1, `VDISK_REMOVABLE` 2, `VDISK_READONLY` 4).
+    pub info: u32,
     /// What is offered.
     pub features: Features,
     /// The misbehaviour, if any.
@@ -61,6 +63,7 @@ impl Default for Config {
             max_queues: 4,
             max_ring_order: 2,
             physical_sector_size: 512,
+            info: 0,
             features: Features {
                 flush: true,
                 barrier: false,
@@ -112,9 +115,15 @@ impl Backend {
         }
         let sectors = file.metadata()?.len() / 512;
         let mut features = cfg.features;
-        if cfg.scenario == Some(Scenario::BarrierOnly) {
-            features.flush = false;
-            features.barrier = true;
+        match cfg.scenario {
+            Some(Scenario::BarrierOnly) => {
+                features.flush = false;
+                features.barrier = true;
+            }
+            // Data grants are mapped per request only without persistent
+            // grants.
+            Some(Scenario::KeepDataGrants) => features.persistent = false,
+            _ => {}
         }
         let disk = Disk {
             file,
@@ -170,7 +179,7 @@ impl Backend {
             ("params", c.file.clone()),
             ("type", "file".into()),
             ("sectors", self.disk.sectors.to_string()),
-            ("info", "0".into()),
+            ("info", c.info.to_string()),
             ("sector-size", "512".into()),
             ("physical-sector-size", c.physical_sector_size.to_string()),
             ("feature-persistent", u8::from(f.persistent).to_string()),
@@ -333,6 +342,9 @@ impl Backend {
 
     /// Unbinds and unmaps (or, misbehaving, keeps everything mapped).
     fn disconnect(&mut self) {
+        if self.rings.is_empty() && self.disk.persistent.is_empty() {
+            return;
+        }
         let keep = self.cfg.scenario == Some(Scenario::KeepAllAtTeardown);
         for r in self.rings.drain(..) {
             self.evt.unbind(r.port);
@@ -392,7 +404,10 @@ impl Backend {
         };
         let fs: u32 = s.trim().parse().unwrap_or(0);
         if fs != self.fe_state {
-            log(&format!("frontend state {} -> {fs} (backend {})", self.fe_state, self.state));
+            log(&format!(
+                "frontend state {} -> {fs} (backend {})",
+                self.fe_state, self.state
+            ));
             self.fe_state = fs;
         }
         match (fs, self.state) {

@@ -10,7 +10,7 @@
 //!   blkif-backend --list
 //!   blkif-backend --domid D --devid V --file F [--size MiB] [--queues N]
 //!                 [--ring-order N] [--persistent 0|1] [--indirect N]
-//!                 [--physical-sector-size N] [--misbehave NAME]
+//!                 [--physical-sector-size N] [--info VDISK_FLAGS] [--misbehave NAME]
 //!
 //! `--list` prints one scenario name per line and nothing else; without
 //! `--misbehave` the backend behaves. Writing anything to the backend
@@ -32,7 +32,7 @@ fn usage() -> ExitCode {
     eprintln!(
         "usage: blkif-backend --list\n       blkif-backend --domid D --devid V --file F [--size MiB] \
          [--queues N] [--ring-order N] [--persistent 0|1] [--indirect N] \
-         [--physical-sector-size N] [--misbehave NAME]"
+         [--physical-sector-size N] [--info VDISK_FLAGS] [--misbehave NAME]"
     );
     ExitCode::from(2)
 }
@@ -60,6 +60,7 @@ fn parse(args: &[String]) -> Result<Config, String> {
             "--persistent" => c.features.persistent = num(val()?)? != 0,
             "--indirect" => c.features.max_indirect = num(val()?)? as u32,
             "--physical-sector-size" => c.physical_sector_size = num(val()?)? as u32,
+            "--info" => c.info = num(val()?)? as u32,
             "--misbehave" => {
                 let v = val()?;
                 c.scenario = Some(

@@ -36,7 +36,8 @@ pub enum Scenario {
     ClosingMidIo,
     /// The backend process exits with requests in flight.
     Killed,
-    /// Data grants (not persistent ones) kept mapped after the response.
+    /// Data grants kept mapped after the response (persistent grants are
+    /// not offered, so every data grant is mapped per request).
     KeepDataGrants,
     /// Nothing unmapped at disconnect: ring and grants stay mapped.
     KeepAllAtTeardown,

@@ -27,13 +27,13 @@ use crate::blkcore::{
         XEN_PAGE_SIZE, //
     },
     datapath::{
+        BackendNotes,
         DataPath,
         Geometry,
         Memory,
         MemoryError,
         OutOfMemory,
-        Storage,
-        Withdrawn, //
+        Storage, //
     },
     grants::{
         GrantError,
@@ -229,9 +229,14 @@ impl<Rq> Io<Rq> {
         self.dp.purge(&mut self.gt)
     }
 
-    /// Logs, once each, the features the backend withdrew.
-    pub(crate) fn report_withdrawn(&mut self, dev: &kernel::device::Device) {
-        let Withdrawn { flush, discard } = self.dp.take_withdrawn();
+    /// Logs, once each, the features the backend withdrew and the first
+    /// status blkif does not define.
+    pub(crate) fn report_notes(&mut self, dev: &kernel::device::Device) {
+        let BackendNotes {
+            flush,
+            discard,
+            unknown_status,
+        } = self.dp.take_notes();
         if let Some(barrier) = flush {
             let what = if barrier {
                 "a barrier"
@@ -246,6 +251,14 @@ impl<Rq> Io<Rq> {
         }
         if discard {
             dev_warn!(dev, "backend refused a discard: discards disabled\n");
+        }
+        if let Some((status, op)) = unknown_status {
+            dev_warn!(
+                dev,
+                "backend answered operation {} with status {}, which blkif does not define: failed (said once)\n",
+                op,
+                status
+            );
         }
     }
 }
@@ -335,6 +348,11 @@ pub(crate) mod test_hooks {
         /// Whether a discard would still reach the backend.
         pub(crate) fn discards(&self) -> bool {
             self.io.dp.discards()
+        }
+
+        /// What the next `report_notes` would log.
+        pub(crate) fn notes(&mut self) -> BackendNotes {
+            self.io.dp.take_notes()
         }
 
         /// Grant pool counters.

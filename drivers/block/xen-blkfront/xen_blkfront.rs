@@ -404,6 +404,13 @@ mod tests {
             );
         }
         assert!(io.flushes());
+        // Named once, for the first of them (the hostile backend's
+        // "unknown-status" scenario checks the line).
+        assert_eq!(
+            io.notes().unknown_status,
+            Some((0x7fff, blkif::BLKIF_OP_FLUSH_DISKCACHE))
+        );
+        assert_eq!(io.notes().unknown_status, None);
         Ok(())
     }
 

@@ -66,6 +66,7 @@ use super::ring::{
     InFlight,
     ResponseError,
     RingError,
+    RspStatus,
     SharedRing,
     Verdict, //
 };
@@ -282,15 +283,18 @@ impl RingStats {
     }
 }
 
-/// Features the backend withdrew at run time (it answered
-/// `BLKIF_RSP_EOPNOTSUPP`), for the caller to log once and to take out of
-/// the queue limits.
+/// What the backend did that the caller reports in one line each: the
+/// features it withdrew at run time (it answered `BLKIF_RSP_EOPNOTSUPP`;
+/// later requests no longer reach it), and the first status blkif does
+/// not define (that request failed; later ones fail silently).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Withdrawn {
+pub struct BackendNotes {
     /// Flushes (and FUA): `Some(true)` if the refused request was a barrier.
     pub flush: Option<bool>,
     /// Discards.
     pub discard: bool,
+    /// The first undefined status, with the request's operation.
+    pub unknown_status: Option<(i16, u8)>,
 }
 
 /// A data segment of a read through a bounce frame, copied back on
@@ -357,7 +361,9 @@ pub struct DataPath<S: Storage, F: Copy, Rq> {
     last_purge_ms: u64,
     /// Passes since the clock was last read for the purge.
     purge_countdown: u32,
-    withdrawn: Withdrawn,
+    notes: BackendNotes,
+    /// An undefined status was noted once already.
+    unknown_status_seen: bool,
     stats: RingStats,
 }
 
@@ -397,9 +403,9 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         self.inflight.as_ref().first().map_or(0, |t| t.waiting())
     }
 
-    /// Features withdrawn since the last call (each reported once).
-    pub fn take_withdrawn(&mut self) -> Withdrawn {
-        core::mem::take(&mut self.withdrawn)
+    /// What to report since the last call (each thing once).
+    pub fn take_notes(&mut self) -> BackendNotes {
+        core::mem::take(&mut self.notes)
     }
 
     /// Counts a notification of the backend.

@@ -1,6 +1,7 @@
 #!/bin/bash
-# xen_blkfront_rs on real Xen with Linux's xen-blkback, in two boots (a Xen
-# boot under TCG costs about a minute, so each runs several check scripts):
+# xen_blkfront_rs on real Xen with Linux's xen-blkback and other backends,
+# in six boots (a Xen boot under TCG costs about a minute, so each runs
+# several check scripts):
 #  A: persistent grants, 4K physical sectors with io sizes published by the
 #     hotplug script, 2 vCPUs / 2 rings: the C xen-blkfront first (its limits
 #     recorded beside ours; O_DSYNC durability counted by blkback in dom0 for
@@ -30,8 +31,8 @@ GUEST_ENV="SCRIPTS=xen-compare,xen-io,fio-verify,xen-mq,xen-indirect-limits,xen-
     bash "$T/xen-guest.sh" -l xen-p1-b4096 -p 1 -b 4096 -m 4096 -o 1048576 -c 2 -t 900 "$T/guest/multi.sh"
 GUEST_ENV="SCRIPTS=xen-io,fio-verify,xen-indirect-limits,xen-untrusted,xen-resize,xen-suspend,xen-removal,xen-detach VERIFY_MOD=xen_blkfront_rs VERIFY_DISK=xvda XEN_EXPECT_PHYS=512 XEN_EXPECT_MIN_IO=512 XEN_EXPECT_OPT_IO=0" \
     bash "$T/xen-guest.sh" -l xen-p0-b512 -p 0 -b 512 -s 256M -t 900 "$T/guest/multi.sh"
-# C: a backend whose published values fail validation.
-bash "$T/xen-guest.sh" -l xen-badbackend -m 4096 -o 1048576 "$T/guest/xen-badbackend.sh"
+# C: a backend whose published values fail validation (xen-badbackend.sh,
+# in boot G: blkback's xvda gets minimum-io-size 3000).
 # D: a grant table of 4 frames (2048 grants) and two vbds with 2 rings and
 # 256 indirect segments each: both disks at once run out of grants, every
 # request still completes (C driver first, same workload).
@@ -50,8 +51,9 @@ GUEST_ENV="SCRIPTS=fio-verify,xen-hvm-guards VERIFY_MOD=xen_blkfront_rs VERIFY_D
 # by side.
 GUEST_ENV="SCRIPTS=xen-guest-type,xen-qdisk EXPECT_GUEST_TYPE=HVM QDISK_SIZE=32M" \
     BACKEND=qdisk DOMU_TYPE=hvm DOMU_MEM=512 bash "$T/xen-guest.sh" -l xen-hvm-qdisk -c 1 -s 256M -t 900 "$T/guest/multi.sh"
-# G: the userspace blkif backend (tools/testing/xen-backend: blkif-backend
-# in dom0 in place of blkback for xvdb). Well-behaved: C then ours, fio
+# G: xen-badbackend.sh (C above), then the userspace blkif backend
+# (tools/testing/xen-backend: blkif-backend in dom0 in place of blkback
+# for xvdb). Well-behaved: C then ours, VDISK_REMOVABLE, fio
 # crc32c verify of 256 MiB at QD32 (and QD1), flushes counted by the
 # backend, detach, unload. Then every scenario of `blkif-backend --list`
 # (guest/xen-hostile.sh): ours must survive each (asserted). C's outcomes
@@ -59,8 +61,8 @@ GUEST_ENV="SCRIPTS=xen-guest-type,xen-qdisk EXPECT_GUEST_TYPE=HVM QDISK_SIZE=32M
 # --run-c, which turns both logs into Documentation/hostile-backend.md).
 if (cd "$REPO" && cargo build --release -q -p xen-backend); then
     scenarios=$("$REPO/target/release/blkif-backend" --list | paste -sd,)
-    GUEST_ENV="SCRIPTS=xen-userspace,xen-hostile HOSTILE_SCENARIOS=$scenarios HOSTILE_WHO=ours US_VERIFY_SIZE=256M" \
-        USERSPACE_BACKEND=1 bash "$T/xen-guest.sh" -l xen-userspace -c 1 -t 2400 "$T/guest/multi.sh"
+    GUEST_ENV="SCRIPTS=xen-badbackend,xen-userspace,xen-hostile HOSTILE_SCENARIOS=$scenarios HOSTILE_WHO=ours US_VERIFY_SIZE=256M" \
+        USERSPACE_BACKEND=1 bash "$T/xen-guest.sh" -l xen-userspace -m 4096 -o 1048576 -c 1 -t 2400 "$T/guest/multi.sh"
 else
     echo "fail xen-userspace: cargo build -p xen-backend failed" >> "${RESULTS:-$CACHE/results.txt}"
 fi

@@ -118,7 +118,8 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
             page_buf: S::buf(XEN_PAGE_SIZE as usize, || 0)?,
             last_purge_ms: now_ms,
             purge_countdown: PURGE_CHECK_EVERY,
-            withdrawn: Withdrawn::default(),
+            notes: BackendNotes::default(),
+            unknown_status_seen: false,
             stats: RingStats::default(),
         })
     }

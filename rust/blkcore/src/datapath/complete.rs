@@ -95,6 +95,12 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
             .get(id)
             .map_or((0, 0), |s| (s.nr_segments, s.copies as usize));
         let verdict = Verdict::of(&c, nr_segments);
+        if let RspStatus::Unknown(s) = c.status {
+            if !self.unknown_status_seen {
+                self.unknown_status_seen = true;
+                self.notes.unknown_status = Some((s, c.operation));
+            }
+        }
         // Reads through bounce frames: copy the data back before the
         // grants go.
         if verdict == Verdict::Ok && c.operation == BLKIF_OP_READ && self.n.copy_data {
@@ -114,7 +120,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
             Verdict::FlushWithdrawn { with_data } => {
                 // Once: later flushes no longer reach the backend.
                 if self.n.flush.take().is_some() {
-                    self.withdrawn.flush = Some(c.operation == BLKIF_OP_WRITE_BARRIER);
+                    self.notes.flush = Some(c.operation == BLKIF_OP_WRITE_BARRIER);
                 }
                 if with_data {
                     Status::IoErr
@@ -124,7 +130,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
             }
             Verdict::DiscardWithdrawn => {
                 if self.n.discard.take().is_some() {
-                    self.withdrawn.discard = true;
+                    self.notes.discard = true;
                 }
                 Status::NotSupp
             }

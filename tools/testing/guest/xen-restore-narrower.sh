@@ -35,7 +35,8 @@ per_cpu_roundtrip "before" 8
 restore_with() {
     local n0 held rc
     n0=$(dmesg | grep -c "xen_blkfront_rs.*reconnected")
-    echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 8 0 0"
+    # 2 IOPS: the 16 in flight outlast a slow freeze (see xen-suspend.sh).
+    echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 2 0 0"
     fio --name=narrow --filename=/dev/$D --ioengine=libaio --iodepth=16 --direct=1 \
         --rw=randwrite --bs=64k --offset=160M --size=16M --verify=crc32c --verify_fatal=1 \
         --output=/tmp/fio-narrow.out > /dev/null 2>&1 &

@@ -59,17 +59,25 @@ special() {
 }
 
 hostile() { # SCENARIO WHO KO MOD XENBUS_DRIVER
-    local s=$1 who=$2 ko=$3 mod=$4 drv=$5 fio_pid= ans rc n fio_end=no gone=no unloaded=no
+    local s=$1 who=$2 ko=$3 mod=$4 drv=$5 fio_pid= ans rc n r0 fio_end=no gone=no unloaded=no
     local outcome notes oops fault fault_lines teardown
     dmesg -c > /dev/null
     insmod "/lib/modules/$ko.ko"
     us_start "$s"
     if us_disk_appears; then
         special "$s" "$who"
+        r0=$(us_stats requests)
         fio --name=h --filename=/dev/$US_DISK --direct=1 --rw=randrw --bsrange=4k-128k --iodepth=16 \
-            --ioengine=libaio --time_based --runtime=1 --size=64M > /tmp/h.out 2>&1 &
+            --ioengine=libaio --size=64M --number_ios=400 > /tmp/h.out 2>&1 &
         fio_pid=$!
-        sleep 2
+        # The backend strikes after its 64th request: wait until it has
+        # served 96 since fio started (a KASAN guest under TCG takes
+        # seconds for that) or fio ended, then give the fault a second.
+        n=0
+        while kill -0 $fio_pid 2>/dev/null && [ "$(us_stats requests)" -lt $((r0 + 96)) ] && [ $n -lt 120 ]; do
+            sleep 0.5; n=$((n + 1))
+        done
+        sleep 1
         notes="disk up"
     else
         notes="no disk (probe refused)" SPECIAL=
@@ -97,7 +105,7 @@ hostile() { # SCENARIO WHO KO MOD XENBUS_DRIVER
     dmesg -r | sed -n 's/^<\([0-4]\)>\[[ 0-9.]*\] //p' | grep -v 'forcefully removed' > /tmp/h.warn
     fault_lines=$(grep -cE "vbd-$US_DEVID|blkfront: $US_DISK" /tmp/h.warn)
     fault=$( { grep -E "vbd-$US_DEVID|blkfront: $US_DISK" /tmp/h.warn; grep "$US_DISK" /tmp/h.warn; } | head -1)
-    teardown=$(dmesg | grep -o 'ring [0-9]* torn down: .*' | head -1)
+    teardown=$(dmesg | grep -o "vbd-$US_DEVID: ring [0-9]* torn down: .*" | head -1)
     if [ "$oops" -gt 0 ]; then outcome=oops
     elif [ $fio_end = no ] || [ $gone = no ] || [ "$unloaded" = no ]; then outcome=hangs
     else outcome=survives; fi

@@ -17,11 +17,16 @@ dd if=/dev/urandom of=/tmp/b bs=1M count=32 2>/dev/null
 dd if=/tmp/a of=/dev/$D bs=1M oflag=direct 2>/dev/null
 # An fd opened before the save, read after the restore.
 exec 3</dev/$D
-# A writer busy across the save: 1 MiB O_DIRECT writes of the same 32 MiB
-# over and over at 64 MiB until told to stop. The freezer stops it at the
-# suspend (its requests complete first); it goes on after the restore.
+# A writer alive across the save: 1 MiB O_DIRECT writes of the same 32 MiB
+# over and over at 64 MiB until told to stop; it goes on after the
+# restore. It pauses (in a sleep) for the save: a dd in the middle of a
+# write waits in D state, the freezer then waits for its I/O, and fio's
+# requests queued ahead of it in the throttled disk complete too, leaving
+# nothing in flight at the suspend (0 held in two runs, 2026-12-03).
 (
     while [ ! -e /tmp/stop ]; do
+        while [ -e /tmp/pause ]; do echo idle > /tmp/dd.state; sleep 0.2; done
+        echo busy > /tmp/dd.state
         dd if=/tmp/b of=/dev/$D bs=1M seek=64 oflag=direct 2>>/tmp/dd.err || { echo fail > /tmp/dd.rc; exit; }
         echo x >> /tmp/dd.passes
     done
@@ -56,9 +61,13 @@ done
 # queue). The old queue's "write back" left in place would send flushes the
 # backend refuses.
 expect_eq "write cache before the save (backend offers flush)" "$(q $D write_cache)" "write back"
+touch /tmp/pause
+n=0
+while [ "$(cat /tmp/dd.state 2>/dev/null)" != idle ] && [ $n -lt 120 ]; do sleep 0.5; n=$((n + 1)); done
 echo "DOM0-CMD: echo 'write through' > /sys/block/vdb/cache_type"
 echo "DOM0-CMD: sh /run/payload/save-restore"
 for i in $(seq 1 360); do dmesg | grep -q "xen_blkfront_rs.*reconnected" && break; sleep 0.5; done
+rm -f /tmp/pause
 echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 0 0 0"
 expect_eq "queue follows the new backend: write cache off (no flush)" "$(q $D write_cache)" "write through"
 # Back to a flushing disk for the next restore of this boot.

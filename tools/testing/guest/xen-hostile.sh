@@ -59,22 +59,23 @@ special() {
 }
 
 hostile() { # SCENARIO WHO KO MOD XENBUS_DRIVER
-    local s=$1 who=$2 ko=$3 mod=$4 drv=$5 fio_pid= ans rc n r0 fio_end=no gone=no unloaded=no
+    local s=$1 who=$2 ko=$3 mod=$4 drv=$5 fio_pid= ans rc n be fio_end=no gone=no unloaded=no
     local outcome notes oops fault fault_lines teardown
     dmesg -c > /dev/null
     insmod "/lib/modules/$ko.ko"
     us_start "$s"
     if us_disk_appears; then
         special "$s" "$who"
-        r0=$(us_stats requests)
+        be=$(xs_read "device/vbd/$US_DEVID/backend")
         fio --name=h --filename=/dev/$US_DISK --direct=1 --rw=randrw --bsrange=4k-128k --iodepth=16 \
             --ioengine=libaio --size=64M --number_ios=400 > /tmp/h.out 2>&1 &
         fio_pid=$!
-        # The backend strikes after its 64th request: wait until it has
-        # served 96 since fio started (a KASAN guest under TCG takes
-        # seconds for that) or fio ended, then give the fault a second.
+        # The backend strikes after its 64th request and then writes its
+        # test-fired node: wait for that (a KASAN guest under TCG takes
+        # seconds to get there) or for fio's end (the scenarios that strike
+        # at connect or on every flush), then give the fault a second.
         n=0
-        while kill -0 $fio_pid 2>/dev/null && [ "$(us_stats requests)" -lt $((r0 + 96)) ] && [ $n -lt 120 ]; do
+        while kill -0 $fio_pid 2>/dev/null && ! xs_read "$be/test-fired" > /dev/null && [ $n -lt 120 ]; do
             sleep 0.5; n=$((n + 1))
         done
         sleep 1

@@ -16,7 +16,8 @@
 //! `--misbehave` the backend behaves. Writing anything to the backend
 //! node's `test-stop` detaches the vbd as `xl block-detach` does (Closing,
 //! the frontend closes, nodes removed) and ends the process; the counters
-//! are published in its `test-stats` node (see `io::Stats::line`).
+//! are published in its `test-stats` node (see `io::Stats::line`), and its
+//! `test-fired` node says what the misbehaviour did once it has struck.
 
 mod backend;
 mod io;

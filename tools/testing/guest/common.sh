@@ -147,6 +147,12 @@ vbd_counters() {
 # count >= N write requests for each batch, no flush for the plain batch
 # and >= N flushes (BLKIF_OP_FLUSH_DISKCACHE or WRITE_BARRIER: f_req) for
 # the forced one: each forced write reached the backend with its flush.
+# dsync_writes DISK N OFFSET: N 4 KiB O_DIRECT|O_DSYNC writes (fio
+# sync=dsync: REQ_FUA) at OFFSET of DISK; fio's output to stdout.
+dsync_writes() {
+    fio --name=dsync --filename=/dev/$1 --direct=1 --sync=dsync --ioengine=psync --rw=write \
+        --bs=4k --size=$(($2 * 4))k --offset=$3
+}
 durability() {
     local label=$1 d=$2 n=${3:-32} c0 c1 c2 rc
     if ! c0=$(vbd_counters "$d"); then
@@ -156,8 +162,7 @@ durability() {
         --bs=4k --size=$((n * 4))k --offset=192M > /tmp/durability.out 2>&1
     rc=$?
     c1=$(vbd_counters "$d") || { not_ok "$label: xen-blkback counters of $d's vbd from dom0"; return 1; }
-    fio --name=dsync --filename=/dev/$d --direct=1 --sync=dsync --ioengine=psync --rw=write \
-        --bs=4k --size=$((n * 4))k --offset=192M >> /tmp/durability.out 2>&1
+    dsync_writes "$d" "$n" 192M >> /tmp/durability.out 2>&1
     rc=$rc$?
     c2=$(vbd_counters "$d") || { not_ok "$label: xen-blkback counters of $d's vbd from dom0"; return 1; }
     echo "DURABILITY $label $d: blkback rd wr f ds: $c0 -> $c1 (plain) -> $c2 (dsync)"

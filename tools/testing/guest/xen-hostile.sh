@@ -34,11 +34,6 @@ bounded() {
     wait $pid
 }
 
-# dsync_writes N: N 4 KiB O_DIRECT|O_DSYNC writes (REQ_FUA) to the disk.
-dsync_writes() {
-    fio --name=dsync --filename=/dev/$US_DISK --direct=1 --sync=dsync --ioengine=psync --rw=write \
-        --bs=4k --size=$(($1 * 4))k --offset=128M > /dev/null 2>&1
-}
 # special SCENARIO WHO: what a scenario must show beyond surviving, while
 # the disk is up (sets SPECIAL; a check for ours).
 special() {
@@ -46,12 +41,12 @@ special() {
     SPECIAL=
     case $s in
         barrier-only)
-            b0=$(us_stats barriers); dsync_writes 16; b1=$(us_stats_at_least barriers $((b0 + 16)))
+            b0=$(us_stats barriers); dsync_writes $US_DISK 16 128M > /dev/null 2>&1; b1=$(us_stats_at_least barriers $((b0 + 16)))
             SPECIAL="16 O_DSYNC writes: backend barriers $b0 -> $b1"
             [ $who = ours ] && check "$s: ours sends each forced write as a barrier ($SPECIAL)" [ "$b1" -ge $((b0 + 16)) ] ;;
         flush-not-supported)
-            b0=$(us_stats flushes); dsync_writes 4; b1=$(us_stats_at_least flushes $((b0 + 1)))
-            dsync_writes 4; sleep 1; wc=$(us_stats flushes)
+            b0=$(us_stats flushes); dsync_writes $US_DISK 4 128M > /dev/null 2>&1; b1=$(us_stats_at_least flushes $((b0 + 1)))
+            dsync_writes $US_DISK 4 128M > /dev/null 2>&1; sleep 1; wc=$(us_stats flushes)
             SPECIAL="flushes refused: $((b1 - b0)), then sent after the refusal: $((wc - b1)), write_cache '$(q $US_DISK write_cache)'"
             [ $who = ours ] && check "$s: ours stops flushing once the backend refused ($SPECIAL)" \
                 [ "$b1" -gt "$b0" -a "$wc" = "$b1" ] ;;

@@ -34,6 +34,32 @@ debian_suite() { # LABEL
 }
 rec() { echo "$1 $L: $2" >> "$RESULTS"; }
 
+# The preamble of a debug-kernel suite (30-debug-virtio, 35-debug-xen):
+# the debug kernel (cached after the first build) and our modules built
+# against it in a copy of the sources under $CACHE/debug-modules/LABEL (the
+# repo's own .ko files are the test kernel's; each suite has its own copy,
+# as the two run side by side). Sets KDBG and KO; records both builds
+# under "debug:" and fails the suite when either fails.
+debug_suite() { # LABEL
+    L=debug RESULTS=${RESULTS:-$CACHE/results.txt} LOGDIR=${LOGDIR:-$CACHE/logs}
+    mkdir -p "$LOGDIR"
+    if ! KDBG=$(bash "$REPO/tools/testing/build-kernel.sh" --debug 2> "$LOGDIR/debug-kernel-$1.log"); then
+        rec fail "debug kernel build (log $LOGDIR/debug-kernel-$1.log)"
+        exit 1
+    fi
+    rec pass "debug kernel built for $1 ($(basename "$KDBG"))"
+    KO=$CACHE/debug-modules/$1
+    rm -rf "$KO"; mkdir -p "$KO"
+    (cd "$REPO" && git ls-files -z --cached --others --exclude-standard Kbuild Makefile drivers rust |
+        tar --null -T - -cf -) | tar -C "$KO" -xf -
+    if make -s -C "$KO" KDIR="$KDBG" > "$LOGDIR/debug-modules-$1.log" 2>&1; then
+        rec pass "modules build against the debug kernel ($1)"
+    else
+        rec fail "modules build against the debug kernel ($1; log $LOGDIR/debug-modules-$1.log)"
+        exit 1
+    fi
+}
+
 # Config fragments of a test kernel flavour: "" (the test kernel) or
 # "debug" (the same plus .config.fragments/debug/*.config).
 kernel_fragments() { # [flavour]

@@ -1,0 +1,29 @@
+#!/bin/bash
+# The debug test kernel (KASAN, lockdep, DEBUG_ATOMIC_SLEEP, debugobjects,
+# kmemleak: .config.fragments/debug/) with our virtio module built against
+# it, in two boots one after the other:
+#  - data checks with the C driver beside ours (without their throughput
+#    runs: VIRTIO_IO_PERF=0), fio verify (64 MiB at QD1 and QD32 here: 256
+#    MiB took five minutes a boot under KASAN and TCG; the test kernel's
+#    boots verify 256 MiB), surprise removal of a disk under I/O;
+#  - a q35 guest: function level resets under fio verify (freeze and
+#    restore of the queues; ours only: the C driver's run is in suite 10).
+# Each boot starts with guest/debug-start.sh (the checkers are on) and ends
+# with guest/debug-report.sh: any KASAN, lockdep, sleep-in-atomic,
+# debugobjects or kmemleak report fails the run with its first lines.
+# run-tests.sh runs this suite beside suite 10 (both boot QEMU with one host
+# thread); the Xen half of the debug kernel's checks is 35-debug-xen.sh.
+set -uo pipefail
+T=$(cd "$(dirname "$0")/.." && pwd)
+. "$T/lib.sh"
+debug_suite virtio
+GUEST_ENV="SCRIPTS=debug-start,virtio-io,fio-verify,virtio-unplug,debug-report VIRTIO_IO_PERF=0 VERIFY_MOD=virtio_blk_rs VERIFY_DISK=vdb VERIFY_SIZE=64M" \
+    KDIR=$KDBG KO_DIR=$KO KERNEL_APPEND=kmemleak=on \
+    bash "$T/virtio-guest.sh" -l debug-virtio -t 1500 \
+    -d '256M,num-queues=1,queue-size=128' \
+    -d '256M,logical_block_size=512,physical_block_size=4096,min_io_size=4096,opt_io_size=1048576,num-queues=2,queue-size=256' \
+    "$T/guest/multi.sh"
+GUEST_ENV="SCRIPTS=debug-start,virtio-reset,debug-report RESET_SIZE=32M RESET_LOOPS=2 RESET_DRIVERS=virtio_blk_rs" \
+    KDIR=$KDBG KO_DIR=$KO KERNEL_APPEND=kmemleak=on PCIE=1 \
+    bash "$T/virtio-guest.sh" -l debug-virtio-reset -t 900 -d 128M "$T/guest/multi.sh"
+exit 0

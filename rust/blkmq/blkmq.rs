@@ -248,11 +248,13 @@ impl AttributeGroup {
     }
 }
 
+mod bio_requeue;
 mod gen_disk;
 pub mod major;
 mod request;
 mod tag_set;
 
+pub use bio_requeue::BioRequeue;
 pub use gen_disk::GenDisk;
 pub use request::Request;
 pub use tag_set::TagSet;

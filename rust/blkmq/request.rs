@@ -41,7 +41,7 @@ impl<T: Operations> Request<T> {
         }
     }
 
-    fn raw(&self) -> *mut bindings::request {
+    pub(super) fn raw(&self) -> *mut bindings::request {
         self.ptr.as_ptr()
     }
 

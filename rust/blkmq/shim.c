@@ -215,3 +215,63 @@ void blkfront_rs_blkmq_limits_start_update(struct gendisk *disk,
 {
 	*lim = queue_limits_start_update(disk->queue);
 }
+
+struct blkfront_rs_bio_requeue {
+	spinlock_t lock;
+	struct bio_list bios;
+	struct work_struct work;
+};
+
+static void blkfront_rs_bio_requeue_work(struct work_struct *work)
+{
+	struct blkfront_rs_bio_requeue *r =
+		container_of(work, struct blkfront_rs_bio_requeue, work);
+	struct bio *bio, *next;
+
+	spin_lock_irq(&r->lock);
+	next = bio_list_get(&r->bios);
+	spin_unlock_irq(&r->lock);
+	while ((bio = next) != NULL) {
+		next = bio->bi_next;
+		bio->bi_next = NULL;
+		submit_bio_noacct(bio);
+	}
+}
+
+struct blkfront_rs_bio_requeue *blkfront_rs_bio_requeue_alloc(void)
+{
+	struct blkfront_rs_bio_requeue *r = kzalloc(sizeof(*r), GFP_KERNEL);
+
+	if (!r)
+		return NULL;
+	spin_lock_init(&r->lock);
+	bio_list_init(&r->bios);
+	INIT_WORK(&r->work, blkfront_rs_bio_requeue_work);
+	return r;
+}
+
+void blkfront_rs_bio_requeue_rq(struct blkfront_rs_bio_requeue *r, struct request *rq)
+{
+	unsigned long flags;
+	struct bio *bio;
+
+	spin_lock_irqsave(&r->lock, flags);
+	/* As nvme_failover_req: the sectors are the whole disk's by now. */
+	for (bio = rq->bio; bio; bio = bio->bi_next)
+		bio_set_dev(bio, rq->q->disk->part0);
+	blk_steal_bios(&r->bios, rq);
+	spin_unlock_irqrestore(&r->lock, flags);
+	blk_mq_end_request(rq, BLK_STS_OK);
+	kblockd_schedule_work(&r->work);
+}
+
+void blkfront_rs_bio_requeue_flush(struct blkfront_rs_bio_requeue *r)
+{
+	flush_work(&r->work);
+}
+
+void blkfront_rs_bio_requeue_free(struct blkfront_rs_bio_requeue *r)
+{
+	flush_work(&r->work);
+	kfree(r);
+}

@@ -19,6 +19,8 @@ struct blk_mq_tag_set;
 struct queue_limits;
 struct gendisk;
 struct device;
+struct request;
+struct blkfront_rs_bio_requeue;
 
 /* Longest serial kept for /sys/block/<disk>/serial. */
 #define BLKFRONT_RS_SERIAL_MAX 31
@@ -72,5 +74,22 @@ int blkfront_rs_blkmq_add_disk(struct device *parent, struct gendisk *disk);
 /* queue_limits_start_update() is a static inline. */
 void blkfront_rs_blkmq_limits_start_update(struct gendisk *disk,
 					   struct queue_limits *lim);
+
+/*
+ * Requests sent again as their bios (nvme multipath's failover does the
+ * same): a request built under limits the device no longer has gives its
+ * bios up (blk_steal_bios) and ends without data; a work item submits the
+ * bios again, in process context, where the block layer splits them to the
+ * queue's current limits. One per disk.
+ *
+ * alloc: NULL without memory. requeue_rq: takes @rq's bios, ends @rq with
+ * BLK_STS_OK (its bios are not completed: they go on), schedules the
+ * work; any context. flush: waits until every bio queued so far was
+ * submitted; sleeps. free: flush, then free.
+ */
+struct blkfront_rs_bio_requeue *blkfront_rs_bio_requeue_alloc(void);
+void blkfront_rs_bio_requeue_rq(struct blkfront_rs_bio_requeue *r, struct request *rq);
+void blkfront_rs_bio_requeue_flush(struct blkfront_rs_bio_requeue *r);
+void blkfront_rs_bio_requeue_free(struct blkfront_rs_bio_requeue *r);
 
 #endif

@@ -3,7 +3,8 @@
 //! The state of one connection to a backend ([`Conn`]: rings, disk,
 //! negotiated values) and the three ways it ends: the backend goes away
 //! while the disk stays ([`release_backend`]), a connection attempt fails
-//! ([`abandon`]), or the rings are torn down ([`free_rings`]).
+//! ([`abandon`]), or the rings are torn down ([`free_rings`]); and what is
+//! in flight when the backend will not answer it ([`fail_in_flight`]).
 
 use kernel::prelude::*;
 
@@ -13,6 +14,11 @@ use crate::blkcore::{
 };
 use crate::disk::BlkOps;
 use crate::ring::RingHandle;
+use crate::xen::xenbus::{
+    self,
+    Device,
+    Xbt, //
+};
 
 /// Where the device is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,4 +99,33 @@ pub(crate) fn free_rings(conn: &mut Conn) {
     for h in conn.rings.drain_all() {
         h.shutdown();
     }
+}
+
+/// Fails every request in flight on the rings (the backend will not answer
+/// them), with one line if there were any.
+pub(crate) fn fail_in_flight(dev: &Device, conn: &Conn) {
+    let mut failed = 0u32;
+    for h in conn.rings.iter() {
+        failed = failed.saturating_add(h.ring().fail_in_flight());
+    }
+    if failed != 0 {
+        if let Some(disk) = &conn.disk {
+            dev_warn!(
+                dev.as_device(),
+                "{}: backend closed or gone with {} requests in flight: failed\n",
+                disk.name(),
+                failed
+            );
+        }
+    }
+}
+
+/// Whether the backend still serves the rings: its state node exists and
+/// says Connected or Closing (a Closing backend answers what is in flight
+/// before it disconnects).
+pub(crate) fn backend_serving(dev: &Device) -> bool {
+    matches!(
+        xenbus::read(Xbt::NIL, dev.otherend(), c"state"),
+        Ok(Some(v)) if v.as_slice() == b"4" || v.as_slice() == b"5"
+    )
 }

@@ -5,6 +5,7 @@
 
 use core::sync::atomic::{
     AtomicBool,
+    AtomicU32,
     AtomicU64,
     AtomicUsize,
     Ordering, //
@@ -37,6 +38,7 @@ use crate::blkcore::{
 };
 use crate::blkmq::{
     self,
+    BioRequeue,
     GenDisk,
     HwQueue,
     QueueDataRef,
@@ -86,6 +88,16 @@ pub(crate) struct Queues {
     /// How many of `rings` the backend serves (the first ones; 1 to
     /// `rings.len()`): see [`Queues::ring_for`].
     served: AtomicUsize,
+    /// Data segments a request may have on the current connection (the
+    /// queue's `max_segments`). A read or write with more was built under
+    /// an earlier backend's wider limits: it is sent again as its bios,
+    /// which the block layer splits to the current limits ([`BioRequeue`];
+    /// upstream's `blkif_recover` resubmits the bios of every held request).
+    max_segments: AtomicU32,
+    /// Where such requests' bios wait to be submitted again.
+    requeue: BioRequeue,
+    /// How many requests were sent again as their bios.
+    requeued_as_bios: AtomicU64,
 }
 
 impl Queues {
@@ -138,6 +150,13 @@ impl blkmq::Operations for BlkOps {
         };
         *rq.data_mut() = blkmq::Status::OK;
         rq.start();
+        if matches!(req, Request::Read { .. } | Request::Write { .. })
+            && rq.nr_phys_segments() > qd.max_segments.load(Ordering::Relaxed)
+        {
+            rq.requeue_bios(&qd.requeue);
+            qd.requeued_as_bios.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
         // The request's pages are listed before the ring lock is taken:
         // interrupts stay on while the bio is walked (the scratch list has
         // its own lock, taken before the ring's, never inside it).
@@ -232,6 +251,11 @@ impl core::fmt::Debug for StatsView {
         writeln!(f, "bounce_buffer: {}", u8::from(bounce))?;
         writeln!(f, "requests: {}", t.requests)?;
         writeln!(f, "indirect_requests: {}", t.indirect_requests)?;
+        writeln!(
+            f,
+            "requeued_as_bios: {}",
+            self.queues.requeued_as_bios.load(Ordering::Relaxed)
+        )?;
         writeln!(f, "bytes_copied: {}", g.bytes_copied)?;
         writeln!(f, "grants_granted: {}", g.granted)?;
         writeln!(f, "grants_revoked: {}", g.revoked)?;
@@ -332,6 +356,9 @@ impl Disk {
             Queues {
                 served: AtomicUsize::new(rs.len()),
                 rings: rs,
+                max_segments: AtomicU32::new(limits.max_segments),
+                requeue: BioRequeue::new()?,
+                requeued_as_bios: AtomicU64::new(0),
             },
             GFP_KERNEL,
         )?;
@@ -440,8 +467,17 @@ impl Disk {
         self.gd.kick_requeue_list();
     }
 
-    /// Applies a reconnected backend's limits (flush, FUA, discard,
-    /// read-only) to the live queue.
+    /// Requests with more data segments than `max_segments` go out again
+    /// as their bios (see [`Queues::max_segments`]); set before the rings
+    /// of a new connection start.
+    pub(crate) fn set_max_segments(&self, max_segments: u32) {
+        self.queues
+            .max_segments
+            .store(max_segments, Ordering::Relaxed);
+    }
+
+    /// Applies a reconnected backend's limits (segments, flush, FUA,
+    /// discard, read-only) to the live queue.
     pub(crate) fn update_limits(&self, limits: &QueueLimits) -> Result {
         self.gd.update_limits(limits)
     }
@@ -451,8 +487,11 @@ impl Disk {
         self.gd.set_capacity_and_notify(sectors);
     }
 
-    /// Deletes the disk (waits for the queue to drain).
+    /// Deletes the disk (waits for the queue to drain). Bios waiting to be
+    /// sent again are submitted first (they fail at once if the rings are
+    /// dead); the queue's drain covers any requeued after that.
     pub(crate) fn remove(self) {
+        self.queues.requeue.flush();
         drop(self);
     }
 }

@@ -26,6 +26,8 @@ use crate::blkcore::{
 };
 use crate::conn::{
     abandon,
+    backend_serving,
+    fail_in_flight,
     free_rings,
     mark_rings_dead,
     release_backend,
@@ -242,35 +244,6 @@ impl xenbus::Driver for Blkfront {
     }
 }
 
-/// Fails every request in flight on the rings (the backend will not answer
-/// them), with one line if there were any.
-fn fail_in_flight(dev: &Device, conn: &Conn) {
-    let mut failed = 0u32;
-    for h in conn.rings.iter() {
-        failed = failed.saturating_add(h.ring().fail_in_flight());
-    }
-    if failed != 0 {
-        if let Some(disk) = &conn.disk {
-            dev_warn!(
-                dev.as_device(),
-                "{}: backend closed or gone with {} requests in flight: failed\n",
-                disk.name(),
-                failed
-            );
-        }
-    }
-}
-
-/// Whether the backend still serves the rings: its state node exists and
-/// says Connected or Closing (a Closing backend answers what is in flight
-/// before it disconnects).
-fn backend_serving(dev: &Device) -> bool {
-    matches!(
-        xenbus::read(Xbt::NIL, dev.otherend(), c"state"),
-        Ok(Some(v)) if v.as_slice() == b"4" || v.as_slice() == b"5"
-    )
-}
-
 /// The backend's and our own xenstore directory, read once per step.
 fn read_snapshots(dev: &Device) -> Result<(Snapshot, Snapshot), Reported> {
     let read = |dir: &CStr, keys| {
@@ -480,15 +453,52 @@ impl Info {
             dev.fatal(EINVAL, fmt!("queue limits rejected: {what}"));
             return Err(Reported);
         }
-        // A new backend under the live disk: what the block layer already
-        // built under the disk's limits must still fit.
-        if let (Some(old), true) = (&conn.limits, conn.disk.is_some()) {
-            if let Err(what) = limits.admits_requests_of(old) {
+        // A new backend under the live disk (a restore onto another host):
+        // its sectors must be the disk's. Narrower limits (fewer indirect
+        // segments) are followed: a read or write built under the old ones
+        // goes out again as its bios, which the block layer splits to the
+        // new limits (`Queues::max_segments`; upstream's `blkif_recover`).
+        if let (Some(old), Some(disk)) = (conn.limits, &conn.disk) {
+            if limits.logical_block_size != old.logical_block_size {
                 dev.fatal(
                     EPROTO,
-                    fmt!("the new backend's limits are narrower: {what}"),
+                    fmt!(
+                        "the new backend's sector-size {} is not the disk's {}",
+                        limits.logical_block_size,
+                        old.logical_block_size
+                    ),
                 );
                 return Err(Reported);
+            }
+            let narrower = limits.admits_requests_of(&old).err();
+            if let Some(what) = narrower {
+                dev_info!(
+                    dev.as_device(),
+                    "{}: the new backend's limits are narrower ({}: {} segments of {} per request): larger requests are split again\n",
+                    disk.name(),
+                    what,
+                    limits.max_segments,
+                    old.max_segments
+                );
+            }
+            // Before the rings start, so that no request is built or sent
+            // under the old limits from then on. The new backend may also
+            // flush, discard or write differently (`blkif_recover`
+            // upstream).
+            disk.set_max_segments(limits.max_segments);
+            match disk.update_limits(&limits) {
+                Ok(()) => conn.limits = Some(limits),
+                // Bios split to the old limits would not fit the new ones.
+                Err(e) if narrower.is_some() => {
+                    dev.fatal(e, fmt!("applying the new backend's narrower queue limits"));
+                    return Err(Reported);
+                }
+                Err(e) => dev_warn!(
+                    dev.as_device(),
+                    "{}: keeping the old queue limits after reconnect: {:?}\n",
+                    disk.name(),
+                    e
+                ),
             }
         }
         let backend_max =
@@ -513,18 +523,6 @@ impl Info {
                 .is_some_and(|o| o.sectors != n.sectors)
             {
                 disk.set_capacity(n.sectors);
-            }
-            // The new backend may flush, discard or write differently
-            // (`blkif_recover` upstream). Only wider limits get here.
-            if let Err(e) = disk.update_limits(&limits) {
-                dev_warn!(
-                    dev.as_device(),
-                    "{}: keeping the old queue limits after reconnect: {:?}\n",
-                    name.as_str(),
-                    e
-                );
-            } else {
-                conn.limits = Some(limits);
             }
             dev_info!(
                 dev.as_device(),

@@ -30,19 +30,22 @@ per_cpu_roundtrip() { # WHEN SEEK_MB
 }
 check "taskset in the domU (busybox)" sh -c 'taskset -c 1 true'
 per_cpu_roundtrip "before" 8
-# restore_with QUEUES PERSISTENT WHEN: fio writes (throttled backend, 16
-# in flight) across a save/restore onto a blkback with those parameters.
+# restore_with QUEUES PERSISTENT WHEN [INDIRECT]: fio writes (throttled
+# backend, 16 in flight) across a save/restore onto a blkback with those
+# parameters (INDIRECT: it offers that many indirect segments, and fio
+# writes 128 KiB, 32 segments, instead of 64 KiB).
 restore_with() {
-    local n0 held rc
+    local n0 held rc bs=64k
+    [ -n "${4:-}" ] && bs=128k
     n0=$(dmesg | grep -c "xen_blkfront_rs.*reconnected")
     # 2 IOPS: the 16 in flight outlast a slow freeze (see xen-suspend.sh).
     echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 2 0 0"
     fio --name=narrow --filename=/dev/$D --ioengine=libaio --iodepth=16 --direct=1 \
-        --rw=randwrite --bs=64k --offset=160M --size=16M --verify=crc32c --verify_fatal=1 \
+        --rw=randwrite --bs=$bs --offset=160M --size=16M --verify=crc32c --verify_fatal=1 \
         --output=/tmp/fio-narrow.out > /dev/null 2>&1 &
     local fio_pid=$!
     fio_on_rings_stats "$3"
-    echo "DOM0-CMD: echo $1 > $P/max_queues; echo $2 > $P/feature_persistent; sh /run/payload/save-restore"
+    echo "DOM0-CMD: echo $1 > $P/max_queues; echo $2 > $P/feature_persistent; ${4:+MAX_INDIRECT=$4 }sh /run/payload/save-restore"
     for i in $(seq 1 360); do
         [ "$(dmesg | grep -c "xen_blkfront_rs.*reconnected")" -gt "$n0" ] && break
         sleep 0.5
@@ -74,6 +77,18 @@ restore_with 2 Y "two rings again, persistent grants"
 expect_eq "two rings again: rings served" "$(st rings_served)" 2
 expect_eq "two rings again: persistent grants (bounce buffer)" "$(st bounce_buffer)" 1
 per_cpu_roundtrip "two rings again" 24
+# A backend with fewer indirect segments (12; the driver negotiated 32):
+# requests held at the suspend carry 32 segments. Upstream re-splits their
+# bios (blkif_recover); ours sends such a request again as its bios, which
+# the block layer splits to the new limits.
+expect_eq "before fewer segments: max_segments" "$(cat /sys/block/$D/queue/max_segments)" 32
+restore_with 2 Y "fewer indirect segments" 12
+expect_eq "fewer segments: the queue's max_segments follows the backend" "$(cat /sys/block/$D/queue/max_segments)" 12
+check "fewer segments: requests built for 32 segments went out again as bios ($(st requeued_as_bios))" \
+    [ "$(st requeued_as_bios)" -gt 0 ]
+check "fewer segments: one line says the limits are narrower" \
+    sh -c "[ \$(dmesg | grep -c 'limits are narrower.*12 segments of 32') = 1 ]"
+per_cpu_roundtrip "fewer segments" 32
 check "no I/O errors" sh -c "! dmesg | grep -qiE 'I/O error|critical target error'"
 check "no oops or warning" sh -c "! dmesg | grep -qE 'WARNING:|BUG:|Oops|Kernel panic'"
 dmesg | grep -E "xen_blkfront_rs" | tail -8

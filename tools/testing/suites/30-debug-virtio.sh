@@ -11,8 +11,8 @@
 # Each boot starts with guest/debug-start.sh (the checkers are on) and ends
 # with guest/debug-report.sh: any KASAN, lockdep, sleep-in-atomic,
 # debugobjects or kmemleak report fails the run with its first lines.
-# run-tests.sh runs this suite, then 35-debug-xen.sh (the Xen half of the
-# debug kernel's checks), beside suites 10, 60 and 65.
+# run-tests.sh runs it after suite 10, beside 35-debug-xen.sh (the Xen half
+# of the debug kernel's checks).
 set -uo pipefail
 T=$(cd "$(dirname "$0")/.." && pwd)
 . "$T/lib.sh"

@@ -23,9 +23,9 @@
 # The boot starts with guest/debug-start.sh and ends with
 # guest/debug-report.sh: any KASAN, lockdep, sleep-in-atomic, debugobjects
 # or kmemleak report fails the run with its first lines.
-# run-tests.sh runs this suite after 30-debug-virtio, beside suites 10, 60
-# and 65 (whose QEMUs run one host thread each). Never beside another Xen
-# boot: two of them (two host threads each) on two cores made each 3 to 5
+# run-tests.sh runs this suite first, beside suites 10 and 30 (whose
+# QEMUs run one host thread each), then suites 60 and 65 after it. Never
+# beside another Xen boot: two of them (two host threads each) on two cores made each 3 to 5
 # times slower (guest spinlocks whose holder is descheduled).
 set -uo pipefail
 T=$(cd "$(dirname "$0")/.." && pwd)

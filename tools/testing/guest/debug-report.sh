@@ -31,7 +31,9 @@ if [ -w $K ]; then
     # get (xenbus_dev_release frees the struct alone). Such an object is
     # the reply to that read: allocated in xenbus_thread, holding
     # "/local/domain/0/backend/vbd/...". Counted apart, and at most one
-    # per failed probe in dmesg; every other object fails the check.
+    # per failed probe in dmesg (the debug boots keep 4 MiB of it,
+    # log_buf_len: the hostile scenarios' I/O errors pushed the probe's
+    # line out of the default buffer); every other object fails the check.
     set -- $(awk '
         function done() { if (rec == "") return
             if (rec ~ /comm "xenbus"/ && rec ~ /xenbus_thread/ && rec ~ /\/local\/domain\/0\// && rec ~ /backend\/vbd\//) core++

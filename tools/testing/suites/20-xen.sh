@@ -57,7 +57,7 @@ GUEST_ENV="SCRIPTS=xen-guest-type,xen-qdisk EXPECT_GUEST_TYPE=HVM QDISK_SIZE=32M
 # crc32c verify of 256 MiB at QD32 (and QD1), flushes counted by the
 # backend, detach, unload. Then every scenario of `blkif-backend --list`
 # (guest/xen-hostile.sh): ours must survive each (asserted; suite
-# 35-debug-xen runs one of each kind again under KASAN and lockdep). C's
+# 35-debug-xen runs five of them again under KASAN and lockdep). C's
 # outcomes come from a slower run outside this suite (tools/testing/hostile-table.sh
 # --run-c, which turns both logs into Documentation/hostile-backend.md).
 if (cd "$REPO" && cargo build --release -q -p xen-backend); then

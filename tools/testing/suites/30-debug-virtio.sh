@@ -11,19 +11,19 @@
 # Each boot starts with guest/debug-start.sh (the checkers are on) and ends
 # with guest/debug-report.sh: any KASAN, lockdep, sleep-in-atomic,
 # debugobjects or kmemleak report fails the run with its first lines.
-# run-tests.sh runs it after suite 10, beside 35-debug-xen.sh (the Xen half
-# of the debug kernel's checks).
+# run-tests.sh runs it beside suites 60, 65 and 10, then 35-debug-xen.sh
+# (the Xen half of the debug kernel's checks).
 set -uo pipefail
 T=$(cd "$(dirname "$0")/.." && pwd)
 . "$T/lib.sh"
 debug_suite virtio
 GUEST_ENV="SCRIPTS=debug-start,virtio-io,fio-verify,virtio-unplug,debug-report VIRTIO_IO_PERF=0 VERIFY_MOD=virtio_blk_rs VERIFY_DISK=vdb VERIFY_SIZE=64M" \
-    KDIR=$KDBG KO_DIR=$KO KERNEL_APPEND=kmemleak=on \
+    KDIR=$KDBG KO_DIR=$KO KERNEL_APPEND="kmemleak=on log_buf_len=4M" \
     bash "$T/virtio-guest.sh" -l debug-virtio -t 1500 \
     -d '256M,num-queues=1,queue-size=128' \
     -d '256M,logical_block_size=512,physical_block_size=4096,min_io_size=4096,opt_io_size=1048576,num-queues=2,queue-size=256' \
     "$T/guest/multi.sh"
 GUEST_ENV="SCRIPTS=debug-start,virtio-reset,debug-report RESET_SIZE=32M RESET_LOOPS=2 RESET_DRIVERS=virtio_blk_rs" \
-    KDIR=$KDBG KO_DIR=$KO KERNEL_APPEND=kmemleak=on PCIE=1 \
+    KDIR=$KDBG KO_DIR=$KO KERNEL_APPEND="kmemleak=on log_buf_len=4M" PCIE=1 \
     bash "$T/virtio-guest.sh" -l debug-virtio-reset -t 900 -d 128M "$T/guest/multi.sh"
 exit 0

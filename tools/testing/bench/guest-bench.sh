@@ -3,7 +3,10 @@
 # as the guest's /test.sh:
 #   EXPS     experiments to run here: indirect persist align; virtio;
 #            calib; or compare and/or profile (one setup of both drivers
-#            serves both). calib, compare and profile need xen-guest.sh -2
+#            serves both), calib first in that setup if named too ("calib
+#            compare profile": the smoke run's one boot for the three; C
+#            owns both vbds for calib before it lets one go to ours).
+#            calib, compare and profile need xen-guest.sh -2
 #            (xvda and xvdb on one disk), profile also perf in the guest
 #   PWL      profile workloads (of CWL)     PRT profile fio runtime (s)
 #   CWL      compare workloads: rr4k seqread seqwrite
@@ -236,6 +239,7 @@ fill_region() {
 both_drivers_up() {
     local drv dev
     c_on_both || return 1
+    case " $1 " in *" calib "*) calib_pairs ;; esac
     vbd_of $RSDEV > /sys/bus/xen/drivers/vbd/unbind
     wait_disk $RSDEV absent || { not_ok "C lets $RSDEV go"; return 1; }
     insmod /lib/modules/xen_blkfront_rs.ko max_indirect_segments=$SEGS || { not_ok "insmod xen_blkfront_rs"; return 1; }
@@ -246,7 +250,8 @@ both_drivers_up() {
         dev=$(dev_of $drv)
         echo "BENCH-INFO exp=$(echo $1 | tr " " +) driver=$drv dev=$dev persistent=$PERSIST segs=$SEGS max_segments=$(q $dev max_segments) max_hw_kb=$(q $dev max_hw_sectors_kb) connect=$(dmesg | grep -o "$dev: flush.*\|$dev: barrier.*" | tail -1 | tr ' ;' '_,')"
     done
-    fill_region $CDEV
+    # Both vbds show one backing disk: calib's fill serves compare too.
+    [ -n "${FILLED:-}" ] || fill_region $CDEV
 }
 both_drivers_down() {
     sed "s/^/STATS $RSDEV: /" /sys/kernel/debug/xen_blkfront_rs-$RSDEV/stats
@@ -290,12 +295,16 @@ exp_compare() { # after both_drivers_up
 # The A/A calibration of compare: the C driver on both vbds ("a" = xvda,
 # "b" = xvdb), measured exactly like compare. Identical drivers, so the
 # spread of b/a per repetition is what the method itself contributes.
-exp_calib() {
-    c_on_both || return
+# calib_pairs: the measurement, with C bound to both vbds.
+calib_pairs() {
     ok "A/A: C on xvda and xvdb, one backing disk"
-    fill_region xvda
+    fill_region xvda; FILLED=1
     mark
     measure_pairs calib a b
+}
+exp_calib() {
+    c_on_both || return
+    calib_pairs
     vbd_of xvda > /sys/bus/xen/drivers/vbd/unbind
     vbd_of xvdb > /sys/bus/xen/drivers/vbd/unbind
     unload xen_blkfront || not_ok "rmmod xen_blkfront"
@@ -399,9 +408,9 @@ exp_virtio() {
 case $EXPS in
     virtio | calib) exp_$EXPS ;;
     # C binds a vbd once per boot: compare and profile share one setup.
-    compare | profile | "compare profile")
+    compare | profile | "compare profile" | "calib compare profile")
         if both_drivers_up "$EXPS"; then
-            for e in $EXPS; do exp_$e; done
+            for e in $EXPS; do [ $e = calib ] || exp_$e; done
             both_drivers_down
         fi ;;
     *)  xen_driver c

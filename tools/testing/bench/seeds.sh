@@ -151,17 +151,21 @@ perf=
 if want profile; then
     perf=$(command -v perf) || die "--exp profile: no perf on the host (apt-get install linux-perf)"
 fi
-profile_in_compare=0
+# The smoke run also calibrates in that boot (C owns both vbds first;
+# guest-bench.sh), with compare's repetitions: one Xen boot for the three.
+profile_in_compare=0 calib_in_compare=0
 ((smoke)) && want compare && want profile && [ "$persist" = 0 ] && profile_in_compare=1
+((profile_in_compare)) && want calib && calib_in_compare=1
 want compare && for p in $persist; do
     for swap in $swaps; do
         l=bench-xen-compare-p$p-s$swap e=compare bins=
         ((profile_in_compare && swap == 0)) && e="compare profile" bins=$perf
+        ((calib_in_compare && swap == 0)) && e="calib $e"
         DOMU_EXTRA_BINS=$bins run $l "$T/xen-guest.sh" -l $l -2 -P -p "$p" -b 512 -t 900 \
             "$(guest_script $l "${common[@]}" "REPS=$chalf" "REP0=$((swap * chalf))" SWAP=$swap "RT=$crt" "CWL='$cwl'" SEGS=32 "EXPS='$e'" PERSIST=$p PRT=$prt "PWL='$pwl'")"
     done
 done
-want calib && for p in $persist; do
+want calib && ((!calib_in_compare)) && for p in $persist; do
     run bench-xen-calib-p$p "$T/xen-guest.sh" -l bench-xen-calib-p$p -2 -P -p "$p" -b 512 -t 900 \
         "$(guest_script bench-xen-calib-p$p "${common[@]}" "REPS=$creps" "RT=$crt" "CWL='$cwl'" SEGS=32 "EXPS=calib" PERSIST=$p)"
 done

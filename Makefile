@@ -81,3 +81,4 @@ check-kdir:
 	$(if $(toolchain_problem),$(error $(toolchain_problem)))
 	@test "$(CONFIG_VIRTIO)" = y || echo "note: KDIR has no CONFIG_VIRTIO=y: virtio_blk_rs.ko is not built"
 	@test "$(CONFIG_XEN)" = y || echo "note: KDIR has no CONFIG_XEN=y: xen_blkfront_rs.ko is not built"
+	@test "$(CONFIG_VIRTIO)" != y -o "$(CONFIG_SG_POOL)" = y || echo "note: KDIR has no CONFIG_SG_POOL=y: virtio_blk_rs sends at most 256 segments per request"

@@ -61,7 +61,8 @@ impl<T: Operations> Request<T> {
     /// request ends now without data, its bios are submitted again from
     /// `requeue`'s work item. For reads and writes only (a flush has no
     /// bios to carry it). Any context.
-    pub fn requeue_bios(self, requeue: &BioRequeue) {
+    pub fn requeue_bios(mut self, requeue: &BioRequeue) {
+        self.release_sg();
         // SAFETY: the request is live and owned (type invariant), `requeue`
         // is live; the shim takes the bios and ends the request, consuming
         // the handle.

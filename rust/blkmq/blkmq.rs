@@ -25,7 +25,8 @@
 //!   [`Request::into_raw`] and takes it back with [`Request::from_raw`] (an
 //!   `unsafe` step that only rust/ abstractions such as rust/virtio take).
 //!   Every request carries the driver's [`Operations::RequestData`] and a
-//!   scatterlist of the tag set's `max_segments` entries.
+//!   scatterlist of the tag set's `max_segments` entries, chained to a
+//!   larger table while in flight when its data has more segments.
 
 use core::{
     ffi::c_void,
@@ -39,6 +40,10 @@ use core::{
         size_of, //
     },
     ptr::NonNull,
+    sync::atomic::{
+        AtomicUsize,
+        Ordering, //
+    },
 };
 
 use kernel::{
@@ -58,6 +63,12 @@ use kernel::{
 };
 
 use crate::blkcore::limits::QueueLimits;
+
+/// Whether a request can chain a scatterlist table longer than its inline
+/// entries (`Request::map_sg`): the kernel's scatterlist pools,
+/// `CONFIG_SG_POOL`, which virtio_blk, SCSI and NVMe select. Without them a
+/// driver must keep `max_segments` to the tag set's inline entries.
+pub const CAN_CHAIN_SG: bool = cfg!(CONFIG_SG_POOL);
 
 #[allow(
     dead_code,

@@ -2,13 +2,46 @@
 
 //! [`Request`]: the driver's handle on one block request, its data and
 //! scatterlist.
+//!
+//! The PDU is `RequestData`, then [`SgChain`], then the request's inline
+//! scatterlist (the tag set's `max_segments` entries). A request with more
+//! data segments than that (a queue whose `max_segments` is larger) gets a
+//! chained table from the kernel's scatterlist pools for the time it is in
+//! flight (`sg_alloc_table_chained`, the inline entries as its first chunk,
+//! as SCSI and NVMe do): no allocation for the common case, and none kept
+//! per request for the rare large one.
 
 use super::*;
 
-/// Offset of the scatterlist behind `RequestData` in the PDU.
+/// The chained table of a request whose segments do not fit inline.
+///
+/// # Invariants
+///
+/// `table.sgl` is null, or a table from `sg_alloc_table_chained` whose first
+/// chunk is the request's `inline` inline entries; freed (and the inline
+/// entries re-initialised) before the request goes back to blk-mq.
+#[repr(C)]
+pub(super) struct SgChain {
+    table: bindings::sg_table,
+    /// Inline scatterlist entries (set once, in `init_request`).
+    pub(super) inline: u32,
+}
+
+const fn align_up(n: usize, a: usize) -> usize {
+    n.div_ceil(a) * a
+}
+
+/// Offset of the [`SgChain`] behind `RequestData` in the PDU.
+pub(super) const fn chain_offset<R>() -> usize {
+    align_up(size_of::<R>(), align_of::<SgChain>())
+}
+
+/// Offset of the inline scatterlist behind the [`SgChain`] in the PDU.
 pub(super) const fn sg_offset<R>() -> usize {
-    let a = align_of::<bindings::scatterlist>();
-    size_of::<R>().div_ceil(a) * a
+    align_up(
+        chain_offset::<R>() + size_of::<SgChain>(),
+        align_of::<bindings::scatterlist>(),
+    )
 }
 
 /// Owned handle on one request of a driver `T`.
@@ -146,18 +179,99 @@ impl<T: Operations> Request<T> {
         unsafe { &mut *bindings::blk_mq_rq_to_pdu(self.raw()).cast::<T::RequestData>() }
     }
 
-    /// The request's scatterlist (the tag set's `max_segments` entries,
-    /// filled by [`Request::map_sg`]). For rust/ abstractions that hand it
-    /// to hardware.
+    /// The request's scatterlist as [`Request::map_sg`] filled it: the
+    /// inline entries, or the chained table that starts with them. For
+    /// rust/ abstractions that hand it to hardware.
     pub fn sg_ptr(&self) -> *mut bindings::scatterlist {
-        // SAFETY: the PDU is `cmd_size` bytes: `T::RequestData` padded to
-        // `sg_offset`, then the scatterlist (see `TagSet::new`).
+        let chain = self.sg_chain();
+        // SAFETY: `chain` is this request's `SgChain` (see `sg_chain`).
+        let sgl = unsafe { (*chain).table.sgl };
+        if sgl.is_null() {
+            self.inline_sg()
+        } else {
+            sgl
+        }
+    }
+
+    /// Whether the mapped data took a chained table (more segments than the
+    /// tag set's inline `max_segments`).
+    pub fn sg_chained(&self) -> bool {
+        // SAFETY: `sg_chain` gives this request's `SgChain`.
+        unsafe { !(*self.sg_chain()).table.sgl.is_null() }
+    }
+
+    fn sg_chain(&self) -> *mut SgChain {
+        // SAFETY: the PDU is `cmd_size` bytes: `T::RequestData`, the
+        // `SgChain` at `chain_offset`, the inline scatterlist (`TagSet::new`).
+        unsafe {
+            bindings::blk_mq_rq_to_pdu(self.raw())
+                .cast::<u8>()
+                .add(chain_offset::<T::RequestData>())
+                .cast()
+        }
+    }
+
+    fn inline_sg(&self) -> *mut bindings::scatterlist {
+        // SAFETY: as in `sg_chain`.
         unsafe {
             bindings::blk_mq_rq_to_pdu(self.raw())
                 .cast::<u8>()
                 .add(sg_offset::<T::RequestData>())
                 .cast()
         }
+    }
+
+    /// Give back a chained table, if [`Request::map_sg`] took one, and make
+    /// the inline entries a plain table again (the chain link was written
+    /// into their last entry). Called on every way a request goes back to
+    /// blk-mq.
+    pub(super) fn release_sg(&mut self) {
+        #[cfg(CONFIG_SG_POOL)]
+        {
+            let chain = self.sg_chain();
+            // SAFETY: `chain` is this request's `SgChain`; a non-null table
+            // came from `sg_alloc_table_chained` with the inline entries as
+            // its first chunk (type invariant of `SgChain`), and nothing
+            // uses it any more.
+            unsafe {
+                if (*chain).table.sgl.is_null() {
+                    return;
+                }
+                bindings::sg_free_table_chained(&raw mut (*chain).table, (*chain).inline);
+                (*chain).table = pin_init::zeroed();
+                bindings::sg_init_table(self.inline_sg(), (*chain).inline);
+            }
+            self.tag_set().sg_chains_out.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Take a chained table of `nsegs` entries whose first chunk is the
+    /// `inline` inline entries.
+    #[cfg(CONFIG_SG_POOL)]
+    fn chain_sg(&mut self, nsegs: u32, inline: u32) -> Result {
+        let chain = self.sg_chain();
+        let n = kernel::ffi::c_int::try_from(nsegs).map_err(|_| code::EINVAL)?;
+        // SAFETY: `chain` is this request's `SgChain`, its table unused
+        // (released by the caller); the first chunk is the request's
+        // `inline` inline entries. On failure the call frees what it took
+        // and leaves `sgl` null, but may have written to the inline entries.
+        let ret = unsafe {
+            bindings::sg_alloc_table_chained(&raw mut (*chain).table, n, self.inline_sg(), inline)
+        };
+        if ret != 0 {
+            // SAFETY: the inline entries, no longer part of any table.
+            unsafe { bindings::sg_init_table(self.inline_sg(), inline) };
+            return Err(code::ENOMEM);
+        }
+        self.tag_set().sg_chains_out.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn tag_set(&self) -> &TagSet<T> {
+        // SAFETY: the request belongs to a queue of a `TagSet<T>`, whose
+        // first field is the `blk_mq_tag_set` (`#[repr(C)]`), alive while
+        // any of its requests is.
+        unsafe { &*(*(*self.raw()).q).tag_set.cast::<TagSet<T>>() }
     }
 
     /// Pointer to the driver data, for rust/ abstractions that hand parts of
@@ -168,15 +282,31 @@ impl<T: Operations> Request<T> {
     }
 
     /// Map the data to the scatterlist (`blk_rq_map_sg`); returns the number
-    /// of entries used (0 for a request without data).
+    /// of entries used (0 for a request without data). More segments than
+    /// the inline entries take a chained table (`ENOMEM` when the pools
+    /// are out: retry later), given back when the request goes back to
+    /// blk-mq (ended, requeued or rejected).
     pub fn map_sg(&mut self) -> Result<u32> {
-        if self.nr_phys_segments() == 0 {
+        let nsegs = self.nr_phys_segments();
+        if nsegs == 0 {
             return Ok(0);
         }
+        self.release_sg();
+        let chain = self.sg_chain();
+        // SAFETY: `chain` is this request's `SgChain`, its table unused
+        // (released above).
+        let inline = unsafe { (*chain).inline };
+        if nsegs > inline {
+            if !CAN_CHAIN_SG {
+                return Err(code::EIO);
+            }
+            #[cfg(CONFIG_SG_POOL)]
+            self.chain_sg(nsegs, inline)?;
+        }
         let mut last: *mut bindings::scatterlist = core::ptr::null_mut();
-        // SAFETY: the request is live and owned; the scatterlist has
-        // `max_segments` >= `nr_phys_segments` entries, initialised with
-        // `sg_init_table` in `init_request`.
+        // SAFETY: the request is live and owned; `sg_ptr` is the inline
+        // table (`inline` >= `nsegs` entries, initialised in `init_request`)
+        // or the chained table of `nsegs` entries allocated above.
         let n = unsafe { bindings::__blk_rq_map_sg(self.raw(), self.sg_ptr(), &mut last) };
         u32::try_from(n).map_err(|_| code::EIO)
     }
@@ -208,14 +338,16 @@ impl<T: Operations> Request<T> {
     /// Give the request back to blk-mq to be dispatched again later
     /// (`blk_mq_requeue_request`, without kicking): it waits on the
     /// queue's requeue list until [`GenDisk::kick_requeue_list`].
-    pub fn requeue(self) {
+    pub fn requeue(mut self) {
+        self.release_sg();
         // SAFETY: the request is live and owned (started by the driver);
         // this consumes the handle, blk-mq owns the request again.
         unsafe { bindings::blk_mq_requeue_request(self.raw(), false) };
     }
 
     /// End the request with `status` (`blk_mq_end_request`).
-    pub fn end(self, status: Status) {
+    pub fn end(mut self, status: Status) {
+        self.release_sg();
         // SAFETY: the request is live and owned; this consumes the handle.
         unsafe { bindings::blk_mq_end_request(self.raw(), status.as_raw()) };
     }

@@ -3,7 +3,11 @@
 //! [`TagSet`]: the `blk_mq_tag_set` and the C operations table that calls
 //! the driver's [`Operations`].
 
-use super::request::sg_offset;
+use super::request::{
+    chain_offset,
+    sg_offset,
+    SgChain, //
+};
 use super::*;
 
 /// A `blk_mq_tag_set` for driver `T`.
@@ -27,6 +31,9 @@ pub struct TagSet<T: Operations> {
     /// Device whose interrupt affinity maps CPUs to queues, or null for
     /// blk-mq's default spread. Outlives the tag set (see `with_irq_affinity`).
     irq_dev: *mut bindings::device,
+    /// Chained scatterlist tables taken by requests and not yet given back
+    /// (`Request::map_sg`, `Request::release_sg`): 0 when the tag set goes.
+    pub(super) sg_chains_out: AtomicUsize,
     _p: PhantomData<T>,
 }
 
@@ -38,8 +45,9 @@ unsafe impl<T: Operations> Sync for TagSet<T> {}
 
 impl<T: Operations> TagSet<T> {
     /// A tag set with `nr_hw_queues` queues of `queue_depth` requests each,
-    /// room for `max_segments` scatterlist entries per request, and `data`
-    /// shared by every callback.
+    /// `max_segments` inline scatterlist entries per request (a request
+    /// with more segments chains a table for its time in flight: see
+    /// [`Request::map_sg`]), and `data` shared by every callback.
     pub fn new(
         nr_hw_queues: u32,
         queue_depth: u32,
@@ -113,6 +121,7 @@ impl<T: Operations> TagSet<T> {
             irq_dev,
             poll_queues,
             max_segments,
+            sg_chains_out: AtomicUsize::new(0),
             inner <- Opaque::try_ffi_init(move |slot: *mut bindings::blk_mq_tag_set| {
                 let cmd_size = cmd_size.ok_or(code::EINVAL)?;
                 if !valid {
@@ -148,7 +157,7 @@ impl<T: Operations> TagSet<T> {
         self.inner.get()
     }
 
-    /// Scatterlist entries per request.
+    /// Inline scatterlist entries per request.
     pub fn max_segments(&self) -> u32 {
         self.max_segments
     }
@@ -165,6 +174,10 @@ impl<T: Operations> TagSet<T> {
 impl<T: Operations> PinnedDrop for TagSet<T> {
     fn drop(self: Pin<&mut Self>) {
         let set = self.raw();
+        let out = self.sg_chains_out.load(Ordering::Relaxed);
+        if out != 0 {
+            pr_warn!("{} chained scatterlist tables not given back\n", out);
+        }
         // SAFETY: allocated in `new` (type invariant); no disk uses it any
         // more (`GenDisk` holds an `Arc` on the tag set).
         unsafe {
@@ -223,8 +236,13 @@ impl<T: Operations> OpsTable<T> {
         match T::queue_rq_or_reject(qd, hq, rq, last) {
             Ok(()) => Status::OK.as_raw(),
             // The handle (if any) is dropped without ending the request:
-            // blk-mq owns it again.
-            Err(r) => r.status.as_raw(),
+            // blk-mq owns it again, to end it or dispatch it anew.
+            Err(r) => {
+                if let Some(mut rq) = r.rq {
+                    rq.release_sg();
+                }
+                r.status.as_raw()
+            }
         }
     }
 
@@ -325,13 +343,15 @@ impl<T: Operations> OpsTable<T> {
         let off = sg_offset::<T::RequestData>();
         // SAFETY: `set` is our tag set and `rq` one of its requests, whose
         // PDU is `cmd_size` bytes: zero it (valid `RequestData`, see the
-        // `Operations` contract) and initialise the scatterlist behind it.
+        // `Operations` contract; no chained table), note the inline entry
+        // count and initialise the scatterlist behind it.
         unsafe {
             let cmd_size = (*set).cmd_size as usize;
             let pdu = bindings::blk_mq_rq_to_pdu(rq).cast::<u8>();
             core::ptr::write_bytes(pdu, 0, cmd_size);
-            let nsg = (cmd_size - off) / size_of::<bindings::scatterlist>();
-            bindings::sg_init_table(pdu.add(off).cast(), nsg as u32);
+            let nsg = ((cmd_size - off) / size_of::<bindings::scatterlist>()) as u32;
+            (*pdu.add(chain_offset::<T::RequestData>()).cast::<SgChain>()).inline = nsg;
+            bindings::sg_init_table(pdu.add(off).cast(), nsg);
         }
         0
     }

@@ -112,7 +112,13 @@ pub fn prepare<T: Operations<RequestData = BlkReq>>(
     let (pos, nr) = (rq.sector(), rq.sectors());
     let e = cmd.encode(pos, nr, u32::from(rq.ioprio()), le);
     let nsg = if e.has_data {
-        rq.map_sg().map_err(|_| Status::IOERR)?
+        rq.map_sg().map_err(|e| {
+            if e == ENOMEM {
+                Status::RESOURCE
+            } else {
+                Status::IOERR
+            }
+        })?
     } else {
         0
     };

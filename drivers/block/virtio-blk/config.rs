@@ -21,9 +21,12 @@ pub(crate) const FEATURES: [u32; 12] = [
 ];
 
 /// Scatterlist entries preallocated per request (each request carries its
-/// own table in the blk-mq PDU): `seg_max` is capped to this. QEMU's
-/// default `seg_max` is 254.
-pub(crate) const MAX_SG_PER_REQUEST: u32 = 256;
+/// own table in the blk-mq PDU: no allocation in the I/O path). A request
+/// with more segments (`seg_max` is QEMU's queue size minus 2: 254 by
+/// default, up to 1022) chains a table from the kernel's pools while it is
+/// in flight (rust/blkmq `Request::map_sg`); upstream keeps 2 inline and
+/// chains the rest.
+pub(crate) const INLINE_SG_PER_REQUEST: u32 = 256;
 
 /// Name prefix of the request virtqueues ("req.0", "req.1", ...: upstream's
 /// names).
@@ -134,8 +137,8 @@ pub(crate) fn read_config(dev: &virtio::Device, features: u64) -> [u8; offset::S
 }
 
 /// Config bytes -> validated config -> queue limits, with this driver's
-/// policies: the `rotational` parameter, per-request scatterlist cap, one
-/// range per discard / write-zeroes request.
+/// policies: the `rotational` parameter, one range per discard /
+/// write-zeroes request.
 pub(crate) fn config_to_limits(
     bytes: &[u8],
     features: u64,
@@ -149,7 +152,6 @@ pub(crate) fn config_to_limits(
         1 => Some(true),
         _ => lim.rotational,
     };
-    lim.max_segments = lim.max_segments.min(MAX_SG_PER_REQUEST);
     lim.max_discard_segments = 1;
     Ok((cfg, lim))
 }

@@ -120,7 +120,7 @@ impl virtio::Driver for VirtioBlk {
     fn probe(dev: &virtio::Device) -> Result<Pin<KBox<Self>>> {
         let features = negotiated(dev);
         let bytes = read_config(dev, features);
-        let (cfg, limits) = config_to_limits(
+        let (cfg, mut limits) = config_to_limits(
             &bytes,
             features,
             dev.max_dma_size(),
@@ -130,6 +130,10 @@ impl virtio::Driver for VirtioBlk {
             dev_err!(dev, "{}\n", Shown(e));
             EINVAL
         })?;
+
+        if !blkmq::CAN_CHAIN_SG {
+            limits.max_segments = limits.max_segments.min(INLINE_SG_PER_REQUEST);
+        }
 
         let mut nq = u32::from(cfg.num_queues);
         let limit = params::num_request_queues.value();
@@ -143,6 +147,25 @@ impl virtio::Driver for VirtioBlk {
         // interrupts (upstream's `num_poll_vqs`).
         let npoll = params::poll_queues.value().min(nq - 1);
         let found = dev.find_vqs::<Self>(VQ_NAME_PREFIX, nq as usize, npoll as usize)?;
+        // Without indirect descriptors a request takes one descriptor per
+        // segment besides its header and status: more than the ring holds
+        // could never be added, and the request would be retried for ever.
+        // `seg_max` need not know the ring (QEMU with seg-max-adjust=off
+        // offers 126 on any ring). Upstream does not check this.
+        if !dev.has_feature(virtio::VIRTIO_RING_F_INDIRECT_DESC) {
+            let ring = found.iter().map(|vq| vq.num_free()).min().unwrap_or(0);
+            let fits = ring.saturating_sub(2).max(1);
+            if limits.max_segments > fits {
+                dev_info!(
+                    dev,
+                    "seg_max {} does not fit a ring of {} without indirect descriptors: {} segments per request\n",
+                    limits.max_segments,
+                    ring,
+                    fits
+                );
+                limits.max_segments = fits;
+            }
+        }
 
         let mut depth = params::queue_depth.value();
         if depth == 0 {
@@ -163,6 +186,7 @@ impl virtio::Driver for VirtioBlk {
                         notifies: AtomicU64::new(0),
                         ring_full: AtomicU64::new(0),
                         polled: AtomicU64::new(0),
+                        chained: AtomicU64::new(0),
                     }),
                     GFP_KERNEL,
                 )?,
@@ -190,7 +214,7 @@ impl virtio::Driver for VirtioBlk {
                 nq,
                 npoll,
                 depth,
-                limits.max_segments,
+                limits.max_segments.min(INLINE_SG_PER_REQUEST),
                 queues.clone(),
             ),
             GFP_KERNEL,
@@ -320,14 +344,15 @@ impl virtio::Driver for VirtioBlk {
             .fold(0u32, |n, s| n.saturating_add(s.vq.lock().late_id_answers()));
         dev_info!(
             dev,
-            "[{}] removed: {} requests, {} notifications on {} queues, {} ring-full retries, {} late GET_ID answers, {} polled completions\n",
+            "[{}] removed: {} requests, {} notifications on {} queues, {} ring-full retries, {} late GET_ID answers, {} polled completions, {} chained scatterlists\n",
             self.disk_name.to_str().unwrap_or("?"),
             t.requests,
             t.notifies,
             self.queues.vqs.len(),
             t.ring_full,
             late_id,
-            t.polled
+            t.polled,
+            t.chained
         );
     }
 

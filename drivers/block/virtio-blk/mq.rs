@@ -17,6 +17,8 @@ pub(crate) struct VqSlot {
     pub(crate) ring_full: AtomicU64,
     /// Requests reaped by polling (poll queues only).
     pub(crate) polled: AtomicU64,
+    /// Requests whose segments did not fit the inline scatterlist.
+    pub(crate) chained: AtomicU64,
 }
 
 /// State shared with blk-mq callbacks and interrupts.
@@ -40,6 +42,7 @@ impl Queues {
             notifies: sum(|s| &s.notifies),
             ring_full: sum(|s| &s.ring_full),
             polled: sum(|s| &s.polled),
+            chained: sum(|s| &s.chained),
         }
     }
 }
@@ -50,6 +53,7 @@ pub(crate) struct QueueTotals {
     pub(crate) notifies: u64,
     pub(crate) ring_full: u64,
     pub(crate) polled: u64,
+    pub(crate) chained: u64,
 }
 
 /// The virtio-blk command for a block-layer operation (`no_unmap`: the
@@ -89,6 +93,7 @@ impl blkmq::Operations for BlkOps {
         if let Err(status) = vblk::prepare(&mut rq, cmd, qd.le) {
             return Err(rq.reject(status));
         }
+        let chained = rq.sg_chained();
 
         let mut vq = slot.vq.lock();
         if let Err((rq, e)) = vq.submit(rq) {
@@ -112,6 +117,9 @@ impl blkmq::Operations for BlkOps {
         let kick = if last { vq.kick_prepare() } else { None };
         drop(vq);
         slot.requests.fetch_add(1, Ordering::Relaxed);
+        if chained {
+            slot.chained.fetch_add(1, Ordering::Relaxed);
+        }
         if let Some(k) = kick {
             k.notify();
             slot.notifies.fetch_add(1, Ordering::Relaxed);

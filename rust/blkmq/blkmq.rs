@@ -196,6 +196,24 @@ pub trait Operations: Sized + 'static {
     /// Notify the device about requests queued without `last`.
     fn commit_rqs(qd: QueueDataRef<'_, Self>, hctx: HwQueue);
 
+    /// Whether blk-mq hands this driver plugged requests in batches
+    /// ([`Operations::queue_rqs`]).
+    const QUEUE_RQS: bool = false;
+
+    /// Queue a batch of requests (blk-mq's `queue_rqs`: a plug flushed to
+    /// one of our queues without an I/O scheduler, e.g. io_uring or libaio
+    /// submitting several at once). Take each with [`RqBatch::pop`]: send
+    /// it (a request the device cannot take after it was started goes to
+    /// [`Request::requeue_and_kick`]) or give it back unstarted with
+    /// [`RqBatch::give_back`] (blk-mq then queues it through
+    /// `queue_rq_or_reject`). Only called when `QUEUE_RQS` is true.
+    fn queue_rqs(qd: QueueDataRef<'_, Self>, batch: &mut RqBatch<'_, Self>) {
+        let _ = qd;
+        while let Some((_, rq)) = batch.pop() {
+            batch.give_back(rq);
+        }
+    }
+
     /// Finish a request handed to [`Request::complete`] (softirq context,
     /// or the polling task for a polled request).
     fn complete(qd: QueueDataRef<'_, Self>, rq: Request<Self>);
@@ -259,12 +277,17 @@ impl AttributeGroup {
     }
 }
 
+mod batch;
 mod bio_requeue;
 mod gen_disk;
 pub mod major;
 mod request;
 mod tag_set;
 
+pub use batch::{
+    RqBatch,
+    RqList, //
+};
 pub use bio_requeue::BioRequeue;
 pub use gen_disk::GenDisk;
 pub use request::Request;

@@ -345,6 +345,16 @@ impl<T: Operations> Request<T> {
         unsafe { bindings::blk_mq_requeue_request(self.raw(), false) };
     }
 
+    /// Like [`Request::requeue`], and kick the requeue list (blk-mq
+    /// dispatches the request again soon): for a started request the
+    /// device could not take in [`Operations::queue_rqs`], as upstream's
+    /// `virtblk_add_req_batch`.
+    pub fn requeue_and_kick(mut self) {
+        self.release_sg();
+        // SAFETY: as in `requeue`.
+        unsafe { bindings::blk_mq_requeue_request(self.raw(), true) };
+    }
+
     /// End the request with `status` (`blk_mq_end_request`).
     pub fn end(mut self, status: Status) {
         self.release_sg();

@@ -193,6 +193,11 @@ struct OpsTable<T>(PhantomData<T>);
 impl<T: Operations> OpsTable<T> {
     const OPS: &'static bindings::blk_mq_ops = &bindings::blk_mq_ops {
         queue_rq: Some(Self::queue_rq),
+        queue_rqs: if T::QUEUE_RQS {
+            Some(Self::queue_rqs)
+        } else {
+            None
+        },
         commit_rqs: Some(Self::commit_rqs),
         complete: Some(Self::complete),
         init_request: Some(Self::init_request),
@@ -244,6 +249,21 @@ impl<T: Operations> OpsTable<T> {
                 r.status.as_raw()
             }
         }
+    }
+
+    /// blk-mq's `queue_rqs`.
+    ///
+    /// # Safety
+    ///
+    /// Called only by blk-mq, with a list of requests of one of our queues
+    /// (made by [`GenDisk::new`]) handed to the driver.
+    unsafe extern "C" fn queue_rqs(list: *mut bindings::rq_list) {
+        // SAFETY: blk-mq passes a valid list, ours for the call.
+        let mut batch = unsafe { RqBatch::<T>::new(&mut *list) };
+        if let Some(qd) = batch.queue_data() {
+            T::queue_rqs(qd, &mut batch);
+        }
+        batch.finish();
     }
 
     /// blk-mq's `commit_rqs`.

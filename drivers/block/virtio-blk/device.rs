@@ -187,6 +187,7 @@ impl virtio::Driver for VirtioBlk {
                         ring_full: AtomicU64::new(0),
                         polled: AtomicU64::new(0),
                         chained: AtomicU64::new(0),
+                        batches: AtomicU64::new(0),
                     }),
                     GFP_KERNEL,
                 )?,
@@ -344,7 +345,7 @@ impl virtio::Driver for VirtioBlk {
             .fold(0u32, |n, s| n.saturating_add(s.vq.lock().late_id_answers()));
         dev_info!(
             dev,
-            "[{}] removed: {} requests, {} notifications on {} queues, {} ring-full retries, {} late GET_ID answers, {} polled completions, {} chained scatterlists\n",
+            "[{}] removed: {} requests, {} notifications on {} queues, {} ring-full retries, {} late GET_ID answers, {} polled completions, {} chained scatterlists, {} batches\n",
             self.disk_name.to_str().unwrap_or("?"),
             t.requests,
             t.notifies,
@@ -352,7 +353,8 @@ impl virtio::Driver for VirtioBlk {
             t.ring_full,
             late_id,
             t.polled,
-            t.chained
+            t.chained,
+            t.batches
         );
     }
 

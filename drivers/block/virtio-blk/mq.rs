@@ -19,6 +19,8 @@ pub(crate) struct VqSlot {
     pub(crate) polled: AtomicU64,
     /// Requests whose segments did not fit the inline scatterlist.
     pub(crate) chained: AtomicU64,
+    /// Batches of requests added under one lock hold (`queue_rqs`).
+    pub(crate) batches: AtomicU64,
 }
 
 /// State shared with blk-mq callbacks and interrupts.
@@ -43,6 +45,7 @@ impl Queues {
             ring_full: sum(|s| &s.ring_full),
             polled: sum(|s| &s.polled),
             chained: sum(|s| &s.chained),
+            batches: sum(|s| &s.batches),
         }
     }
 }
@@ -54,6 +57,7 @@ pub(crate) struct QueueTotals {
     pub(crate) ring_full: u64,
     pub(crate) polled: u64,
     pub(crate) chained: u64,
+    pub(crate) batches: u64,
 }
 
 /// The virtio-blk command for a block-layer operation (`no_unmap`: the
@@ -84,13 +88,10 @@ impl blkmq::Operations for BlkOps {
         mut rq: Request<Self>,
         last: bool,
     ) -> core::result::Result<(), Rejected<Self>> {
-        let Some(cmd) = command_of(rq.op(), rq.no_unmap()) else {
-            return Err(rq.reject(Status::NOTSUPP));
-        };
         let Some(slot) = qd.vqs.get(hctx.index() as usize) else {
             return Err(rq.reject(Status::IOERR));
         };
-        if let Err(status) = vblk::prepare(&mut rq, cmd, qd.le) {
+        if let Err(status) = prepare(&qd, &mut rq) {
             return Err(rq.reject(status));
         }
         let chained = rq.sg_chained();
@@ -125,6 +126,29 @@ impl blkmq::Operations for BlkOps {
             slot.notifies.fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
+    }
+
+    const QUEUE_RQS: bool = true;
+
+    /// Upstream's `virtio_queue_rqs`: each request prepared, the run of
+    /// requests for one virtqueue added under one lock hold and the device
+    /// notified once per run; a request that cannot be prepared goes back
+    /// to blk-mq, one the ring cannot take is requeued.
+    fn queue_rqs(qd: ArcBorrow<'_, Queues>, batch: &mut RqBatch<'_, Self>) {
+        let mut run = RqList::new();
+        let mut run_queue = None;
+        while let Some((hctx, mut rq)) = batch.pop() {
+            if run_queue.is_some_and(|q| q != hctx) {
+                add_run(&qd, run_queue, &mut run);
+            }
+            run_queue = Some(hctx);
+            if qd.vqs.get(hctx.index() as usize).is_some() && prepare(&qd, &mut rq).is_ok() {
+                run.push(rq);
+            } else {
+                batch.give_back(rq);
+            }
+        }
+        add_run(&qd, run_queue, &mut run);
     }
 
     fn commit_rqs(qd: ArcBorrow<'_, Queues>, hctx: HwQueue) {
@@ -164,4 +188,48 @@ impl blkmq::Operations for BlkOps {
         }
         found
     }
+}
+
+/// The virtio-blk command for `rq`, its header and data mapped, the request
+/// started (`NOTSUPP` for an operation without a command).
+fn prepare(qd: &Queues, rq: &mut Request<BlkOps>) -> core::result::Result<(), Status> {
+    let cmd = command_of(rq.op(), rq.no_unmap()).ok_or(Status::NOTSUPP)?;
+    vblk::prepare(rq, cmd, qd.le)
+}
+
+/// Adds the prepared requests of `run` to the virtqueue of `hctx` under one
+/// lock hold and notifies the device once; a request the ring cannot take
+/// is requeued (blk-mq sends it again through `queue_rq`).
+fn add_run(qd: &Queues, hctx: Option<HwQueue>, run: &mut RqList<BlkOps>) {
+    let Some(slot) = hctx.and_then(|h| qd.vqs.get(h.index() as usize)) else {
+        return;
+    };
+    if run.is_empty() {
+        return;
+    }
+    let (mut added, mut chained, mut full) = (0u64, 0u64, 0u64);
+    let mut vq = slot.vq.lock();
+    while let Some(rq) = run.pop() {
+        let is_chained = rq.sg_chained();
+        match vq.submit(rq) {
+            Ok(()) => {
+                added += 1;
+                chained += u64::from(is_chained);
+            }
+            Err((rq, e)) => {
+                full += u64::from(e == ENOSPC);
+                rq.requeue_and_kick();
+            }
+        }
+    }
+    let kick = vq.kick_prepare();
+    drop(vq);
+    if let Some(k) = kick {
+        k.notify();
+        slot.notifies.fetch_add(1, Ordering::Relaxed);
+    }
+    slot.requests.fetch_add(added, Ordering::Relaxed);
+    slot.chained.fetch_add(chained, Ordering::Relaxed);
+    slot.ring_full.fetch_add(full, Ordering::Relaxed);
+    slot.batches.fetch_add(1, Ordering::Relaxed);
 }

@@ -100,6 +100,8 @@ use blkmq::{
     Rejected,
     ReqOp,
     Request,
+    RqBatch,
+    RqList,
     Status, //
 };
 use virtio::blk::{

@@ -15,7 +15,7 @@ GUEST_ENV="EXPECT_VDA_SEGS=254" bash "$T/virtio-guest.sh" -l virtio-io-4k-4k -t 
     -d '256M,num-queues=2,queue-size=256' \
     -d "256M,logical_block_size=4096,$topo,num-queues=1,queue-size=128" \
     "$T/guest/virtio-io.sh"
-GUEST_ENV="SCRIPTS=virtio-ringfull,virtio-chained-sg CHAIN_DISK=vdb" bash "$T/virtio-guest.sh" -l virtio-ringfull \
+GUEST_ENV="SCRIPTS=virtio-ringfull,virtio-chained-sg,virtio-batch CHAIN_DISK=vdb BATCH_DISK=vdb" bash "$T/virtio-guest.sh" -l virtio-ringfull \
     -d '128M,queue-size=16,indirect_desc=off,seg-max-adjust=off,num-queues=1' -d '64M,queue-size=1024' "$T/guest/multi.sh"
 bash "$T/virtio-guest.sh" -l virtio-resize -d 256M "$T/guest/virtio-resize.sh"
 # Function level resets under fio verify (reset_prepare/reset_done, the

@@ -153,7 +153,7 @@ impl<'a, T: Operations> RqBatch<'a, T> {
     /// Give back a request taken with [`RqBatch::pop`] and not started:
     /// blk-mq queues it through `queue_rq` after this batch.
     pub fn give_back(&mut self, mut rq: Request<T>) {
-        rq.release_sg();
+        rq.release();
         self.given_back.push(rq);
     }
 

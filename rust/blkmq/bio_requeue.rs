@@ -62,7 +62,7 @@ impl<T: Operations> Request<T> {
     /// `requeue`'s work item. For reads and writes only (a flush has no
     /// bios to carry it). Any context.
     pub fn requeue_bios(mut self, requeue: &BioRequeue) {
-        self.release_sg();
+        self.release();
         // SAFETY: the request is live and owned (type invariant), `requeue`
         // is live; the shim takes the bios and ends the request, consuming
         // the handle.

@@ -196,6 +196,14 @@ pub trait Operations: Sized + 'static {
     /// Notify the device about requests queued without `last`.
     fn commit_rqs(qd: QueueDataRef<'_, Self>, hctx: HwQueue);
 
+    /// Free what `data` holds for one dispatch of its request (e.g. a
+    /// buffer allocated while queueing it): called whenever the request goes
+    /// back to blk-mq (ended, requeued, rejected or given back). Default:
+    /// nothing.
+    fn release(data: &mut Self::RequestData) {
+        let _ = data;
+    }
+
     /// Whether blk-mq hands this driver plugged requests in batches
     /// ([`Operations::queue_rqs`]).
     const QUEUE_RQS: bool = false;
@@ -290,5 +298,8 @@ pub use batch::{
 };
 pub use bio_requeue::BioRequeue;
 pub use gen_disk::GenDisk;
-pub use request::Request;
+pub use request::{
+    BioRanges,
+    Request, //
+};
 pub use tag_set::TagSet;

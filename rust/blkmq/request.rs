@@ -160,6 +160,18 @@ impl<T: Operations> Request<T> {
         }
     }
 
+    /// (first sector, sectors) of each bio of the request
+    /// (`__rq_for_each_bio`): the ranges of a discard the block layer merged
+    /// from several bios when the queue allows several discard segments
+    /// (then it counts them in `nr_phys_segments`).
+    pub fn bio_ranges(&self) -> BioRanges<'_> {
+        BioRanges {
+            // SAFETY: `self.raw()` is a live request (type invariant).
+            bio: unsafe { (*self.raw()).bio },
+            _rq: PhantomData,
+        }
+    }
+
     /// Number of data segments (`blk_rq_nr_phys_segments`).
     pub fn nr_phys_segments(&self) -> u32 {
         // SAFETY: `self.raw()` is a live request (type invariant).
@@ -221,11 +233,18 @@ impl<T: Operations> Request<T> {
         }
     }
 
+    /// What the request took for one dispatch, given back on every way it
+    /// goes back to blk-mq (ended, requeued, rejected, given back): its
+    /// chained table and what the driver's [`Operations::release`] frees.
+    pub(super) fn release(&mut self) {
+        self.release_sg();
+        T::release(self.data_mut());
+    }
+
     /// Give back a chained table, if [`Request::map_sg`] took one, and make
     /// the inline entries a plain table again (the chain link was written
-    /// into their last entry). Called on every way a request goes back to
-    /// blk-mq.
-    pub(super) fn release_sg(&mut self) {
+    /// into their last entry).
+    fn release_sg(&mut self) {
         #[cfg(CONFIG_SG_POOL)]
         {
             let chain = self.sg_chain();
@@ -339,7 +358,7 @@ impl<T: Operations> Request<T> {
     /// (`blk_mq_requeue_request`, without kicking): it waits on the
     /// queue's requeue list until [`GenDisk::kick_requeue_list`].
     pub fn requeue(mut self) {
-        self.release_sg();
+        self.release();
         // SAFETY: the request is live and owned (started by the driver);
         // this consumes the handle, blk-mq owns the request again.
         unsafe { bindings::blk_mq_requeue_request(self.raw(), false) };
@@ -350,15 +369,43 @@ impl<T: Operations> Request<T> {
     /// device could not take in [`Operations::queue_rqs`], as upstream's
     /// `virtblk_add_req_batch`.
     pub fn requeue_and_kick(mut self) {
-        self.release_sg();
+        self.release();
         // SAFETY: as in `requeue`.
         unsafe { bindings::blk_mq_requeue_request(self.raw(), true) };
     }
 
     /// End the request with `status` (`blk_mq_end_request`).
     pub fn end(mut self, status: Status) {
-        self.release_sg();
+        self.release();
         // SAFETY: the request is live and owned; this consumes the handle.
         unsafe { bindings::blk_mq_end_request(self.raw(), status.as_raw()) };
+    }
+}
+
+/// Iterator over the bios of a request: see [`Request::bio_ranges`].
+///
+/// # Invariants
+///
+/// `bio` is null or a bio of a request borrowed for `'a`, whose bio chain
+/// does not change while the driver owns it.
+pub struct BioRanges<'a> {
+    bio: *mut bindings::bio,
+    _rq: PhantomData<&'a ()>,
+}
+
+impl Iterator for BioRanges<'_> {
+    type Item = (u64, u32);
+
+    fn next(&mut self) -> Option<(u64, u32)> {
+        if self.bio.is_null() {
+            return None;
+        }
+        // SAFETY: a bio of the borrowed request (type invariant).
+        let (sector, bytes, next) = unsafe {
+            let b = &*self.bio;
+            (b.bi_iter.bi_sector, b.bi_iter.bi_size, b.bi_next)
+        };
+        self.bio = next;
+        Some((sector, bytes >> 9))
     }
 }

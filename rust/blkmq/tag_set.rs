@@ -244,7 +244,7 @@ impl<T: Operations> OpsTable<T> {
             // blk-mq owns it again, to end it or dispatch it anew.
             Err(r) => {
                 if let Some(mut rq) = r.rq {
-                    rq.release_sg();
+                    rq.release();
                 }
                 r.status.as_raw()
             }

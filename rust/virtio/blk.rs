@@ -37,14 +37,15 @@ use super::{
     Reset,
     Virtqueue, //
 };
-pub use crate::blkcore::virtio::request::{
-    Command,
-    VIRTIO_BLK_ID_BYTES, //
-};
 use crate::blkcore::virtio::request::{
+    encode_ranges,
     RequestStatus,
     OUTHDR_BYTES,
     RANGE_BYTES, //
+};
+pub use crate::blkcore::virtio::request::{
+    Command,
+    VIRTIO_BLK_ID_BYTES, //
 };
 use crate::blkmq::{
     AttributeGroup,
@@ -86,13 +87,24 @@ pub struct BlkReq {
     has_range: bool,
     data_out: bool,
     nsg: u32,
+    /// The ranges of a multi-range discard: a `KVec<u8>`'s raw parts
+    /// (pointer, length, capacity), null when the request has one range
+    /// (in `range`). Freed by [`release`].
+    ranges: *mut u8,
+    ranges_len: usize,
+    ranges_cap: usize,
     hdr_sg: bindings::scatterlist,
     range_sg: bindings::scatterlist,
     status_sg: bindings::scatterlist,
 }
 
-// SAFETY: integers, bools and scatterlists (integers): all-zero is valid.
+// SAFETY: integers, bools, a raw pointer (null: no ranges) and
+// scatterlists (integers): all-zero is valid.
 unsafe impl Zeroable for BlkReq {}
+
+// SAFETY: the `ranges` buffer is owned by the request data alone (it moves
+// with the request between CPUs); the rest is plain data.
+unsafe impl Send for BlkReq {}
 
 impl BlkReq {
     /// The status byte the device wrote (valid after completion).
@@ -111,6 +123,26 @@ pub fn prepare<T: Operations<RequestData = BlkReq>>(
 ) -> core::result::Result<(), Status> {
     let (pos, nr) = (rq.sector(), rq.sectors());
     let e = cmd.encode(pos, nr, u32::from(rq.ioprio()), le);
+    release(rq.data_mut());
+    // A discard the block layer merged from several bios (the queue allows
+    // several discard segments, `max_discard_seg`): one range per bio, in a
+    // buffer of their own, as upstream (`kmalloc` in atomic context; without
+    // memory the request is retried later).
+    let segments = rq.nr_phys_segments();
+    if cmd == Command::Discard && segments > 1 {
+        let flags = cmd.range_flags().unwrap_or(0);
+        let len = segments as usize * RANGE_BYTES;
+        let mut buf = KVec::with_capacity(len, GFP_ATOMIC).map_err(|_| Status::RESOURCE)?;
+        buf.resize(len, 0, GFP_ATOMIC)
+            .map_err(|_| Status::RESOURCE)?;
+        // As many bios as segments, or the request is not what the block
+        // layer promised (upstream WARNs): fail it rather than send it.
+        encode_ranges(rq.bio_ranges(), flags, &mut buf).ok_or(Status::IOERR)?;
+        // Held by the request data from here: `release` frees it however
+        // the request goes back.
+        let d = rq.data_mut();
+        (d.ranges, d.ranges_len, d.ranges_cap) = buf.into_raw_parts();
+    }
     let nsg = if e.has_data {
         rq.map_sg().map_err(|e| {
             if e == ENOMEM {
@@ -133,6 +165,19 @@ pub fn prepare<T: Operations<RequestData = BlkReq>>(
     d.nsg = nsg;
     rq.start();
     Ok(())
+}
+
+/// Free what [`prepare`] allocated for the request (a multi-range
+/// discard's ranges): the driver's `blkmq::Operations::release`.
+pub fn release(d: &mut BlkReq) {
+    if d.ranges.is_null() {
+        return;
+    }
+    // SAFETY: `ranges` holds the raw parts of a `KVec<u8>` from `prepare`
+    // (type field doc), not freed yet: rebuilt once, then forgotten here.
+    drop(unsafe { KVec::from_raw_parts(d.ranges, d.ranges_len, d.ranges_cap) });
+    d.ranges = core::ptr::null_mut();
+    (d.ranges_len, d.ranges_cap) = (0, 0);
 }
 
 /// [`IdRequest::state`]: sent (or not yet), nobody decided its fate.
@@ -392,7 +437,15 @@ impl<T: Operations<RequestData = BlkReq>> BlkVq<T> {
             );
             sgs[n] = &raw mut (*p).hdr_sg;
             n += 1;
-            if (*p).has_range {
+            if !(*p).ranges.is_null() {
+                bindings::sg_init_one(
+                    &raw mut (*p).range_sg,
+                    (*p).ranges.cast_const().cast(),
+                    (*p).ranges_len as u32,
+                );
+                sgs[n] = &raw mut (*p).range_sg;
+                n += 1;
+            } else if (*p).has_range {
                 bindings::sg_init_one(
                     &raw mut (*p).range_sg,
                     (&raw const (*p).range).cast(),

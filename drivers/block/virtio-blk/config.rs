@@ -137,8 +137,7 @@ pub(crate) fn read_config(dev: &virtio::Device, features: u64) -> [u8; offset::S
 }
 
 /// Config bytes -> validated config -> queue limits, with this driver's
-/// policies: the `rotational` parameter, one range per discard /
-/// write-zeroes request.
+/// policy for the `rotational` parameter.
 pub(crate) fn config_to_limits(
     bytes: &[u8],
     features: u64,
@@ -152,6 +151,5 @@ pub(crate) fn config_to_limits(
         1 => Some(true),
         _ => lim.rotational,
     };
-    lim.max_discard_segments = 1;
     Ok((cfg, lim))
 }

@@ -162,6 +162,10 @@ impl blkmq::Operations for BlkOps {
         }
     }
 
+    fn release(data: &mut BlkReq) {
+        vblk::release(data);
+    }
+
     fn complete(_qd: QueueDataRef<'_, Self>, rq: Request<Self>) {
         let status = rq.data().status();
         rq.end(status);

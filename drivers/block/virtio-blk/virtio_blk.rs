@@ -296,6 +296,34 @@ mod tests {
         Ok(())
     }
 
+    /// Several ranges per discard (`max_discard_seg`; QEMU offers 1, so
+    /// KUnit, not a guest): the device's count reaches a real queue (0
+    /// means `seg_max`, capped at 256, as upstream), and a request merged
+    /// from several bios is sent as one range per bio.
+    #[test]
+    fn multi_range_discard_reaches_queue_and_wire() -> Result {
+        let mut b = cfg_bytes();
+        put32(&mut b, offset::SEG_MAX, 254);
+        put32(&mut b, offset::MAX_DISCARD_SECTORS, 65536);
+        put32(&mut b, offset::MAX_DISCARD_SEG, 8);
+        let f = feat(&[vcfg::VIRTIO_BLK_F_SEG_MAX, vcfg::VIRTIO_BLK_F_DISCARD]);
+        let (cfg, l) = config_to_limits(&b, f, usize::MAX, -1).map_err(|_| EINVAL)?;
+        assert_eq!(applied_limits(&l, cfg.capacity)?.max_discard_segments, 8);
+        put32(&mut b, offset::MAX_DISCARD_SEG, 0);
+        let (_, l) = config_to_limits(&b, f, usize::MAX, -1).map_err(|_| EINVAL)?;
+        assert_eq!(l.max_discard_segments, 254);
+        put32(&mut b, offset::SEG_MAX, 1000);
+        let (_, l) = config_to_limits(&b, f, usize::MAX, -1).map_err(|_| EINVAL)?;
+        assert_eq!(l.max_discard_segments, 256);
+        let mut out = [0u8; 2 * vcfg::request::RANGE_BYTES];
+        let flags = Command::Discard.range_flags().ok_or(EINVAL)?;
+        let n = vcfg::request::encode_ranges([(2048, 8), (1 << 20, 16)], flags, &mut out);
+        assert_eq!(n, Some(2));
+        assert_eq!(out[0..8], 2048u64.to_le_bytes());
+        assert_eq!(out[24..28], 16u32.to_le_bytes());
+        Ok(())
+    }
+
     #[test]
     fn rejects_secure_erase_without_sectors() {
         let mut b = cfg_bytes();

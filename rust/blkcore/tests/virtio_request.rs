@@ -3,7 +3,7 @@
 //! virtio-blk request headers, ranges and status bytes on the wire.
 
 use blkcore::virtio::request::{
-    Command, RequestStatus, VIRTIO_BLK_S_IOERR, VIRTIO_BLK_S_OK, VIRTIO_BLK_S_UNSUPP,
+    encode_range, encode_ranges, Command, RequestStatus, RANGE_BYTES, VIRTIO_BLK_S_IOERR, VIRTIO_BLK_S_OK, VIRTIO_BLK_S_UNSUPP,
     VIRTIO_BLK_T_DISCARD, VIRTIO_BLK_T_GET_ID, VIRTIO_BLK_T_IN, VIRTIO_BLK_T_OUT,
     VIRTIO_BLK_T_SECURE_ERASE, VIRTIO_BLK_T_WRITE_ZEROES,
 };
@@ -99,6 +99,33 @@ fn only_ok_is_success() {
     assert_eq!(RequestStatus::from_byte(0xff), RequestStatus::IoError);
 }
 
+#[test]
+fn multi_range_discard_fills_one_range_per_bio() {
+    let mut out = [0u8; 3 * RANGE_BYTES];
+    let ranges = [(0u64, 8u32), (1 << 33, 2048), (4096, 1)];
+    assert_eq!(encode_ranges(ranges, 0, &mut out), Some(3));
+    for (i, (sector, n)) in ranges.iter().enumerate() {
+        let r = &out[i * RANGE_BYTES..(i + 1) * RANGE_BYTES];
+        assert_eq!((le64(&r[0..8]), le32(&r[8..12]), le32(&r[12..16])), (*sector, *n, 0));
+    }
+    // The same bytes as a single range's encoding.
+    assert_eq!(out[RANGE_BYTES..2 * RANGE_BYTES], encode_range(1 << 33, 2048, 0));
+    let d = Command::Discard.encode(4096, 1, 0, false);
+    assert_eq!(d.range, Some(encode_range(4096, 1, 0)));
+}
+
+#[test]
+fn multi_range_refuses_a_count_that_does_not_fill_the_buffer() {
+    let mut out = [0u8; 2 * RANGE_BYTES];
+    // Fewer bios than the request's segment count, or more.
+    assert_eq!(encode_ranges([(0, 8)], 0, &mut out), None);
+    assert_eq!(encode_ranges([(0, 8), (8, 8), (16, 8)], 0, &mut out), None);
+    assert_eq!(encode_ranges([], 0, &mut [0u8; 0]), None);
+    assert_eq!(encode_ranges([(0, 8)], 0, &mut [0u8; RANGE_BYTES + 1]), None);
+    assert_eq!(Command::Read.range_flags(), None);
+    assert_eq!(Command::WriteZeroes { unmap: true }.range_flags(), Some(1));
+}
+
 proptest! {
     #[test]
     fn any_status_byte_but_zero_fails(b in 1u8..) {
@@ -119,5 +146,19 @@ proptest! {
             )
         };
         prop_assert_eq!((t, p, s), (cmd.wire_type(), ioprio, sector));
+    }
+
+    #[test]
+    fn multi_range_round_trips(ranges in prop::collection::vec((any::<u64>(), any::<u32>()), 1..64), flags in any::<u32>(), extra in 0usize..3) {
+        let mut out = vec![0u8; (ranges.len() + extra) * RANGE_BYTES];
+        let got = encode_ranges(ranges.iter().copied(), flags, &mut out);
+        if extra != 0 {
+            prop_assert_eq!(got, None);
+        } else {
+            prop_assert_eq!(got, Some(ranges.len()));
+            for (r, (sector, n)) in out.chunks_exact(RANGE_BYTES).zip(&ranges) {
+                prop_assert_eq!((le64(&r[0..8]), le32(&r[8..12]), le32(&r[12..16])), (*sector, *n, flags));
+            }
+        }
     }
 }

@@ -107,6 +107,20 @@ impl Command {
         }
     }
 
+    /// The `flags` of this command's ranges, or `None` for a command that
+    /// carries none (read, write, flush, GET_ID).
+    pub fn range_flags(self) -> Option<u32> {
+        match self {
+            Self::Discard | Self::SecureErase => Some(0),
+            Self::WriteZeroes { unmap } => Some(if unmap {
+                VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP
+            } else {
+                0
+            }),
+            _ => None,
+        }
+    }
+
     /// The buffers for this command on `nr_sectors` sectors at `sector`
     /// with I/O priority `ioprio`; `le`: the device is little-endian
     /// (virtio 1.0, or a legacy device on a little-endian CPU). Like
@@ -133,22 +147,9 @@ impl Command {
         hdr[0..4].copy_from_slice(&t);
         hdr[4..8].copy_from_slice(&p);
         hdr[8..16].copy_from_slice(&s);
-        let flags = match self {
-            Self::Discard | Self::SecureErase => Some(0),
-            Self::WriteZeroes { unmap } => Some(if unmap {
-                VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP
-            } else {
-                0
-            }),
-            _ => None,
-        };
-        let range = flags.map(|f| {
-            let mut r = [0u8; RANGE_BYTES];
-            r[0..8].copy_from_slice(&sector.to_le_bytes());
-            r[8..12].copy_from_slice(&nr_sectors.to_le_bytes());
-            r[12..16].copy_from_slice(&f.to_le_bytes());
-            r
-        });
+        let range = self
+            .range_flags()
+            .map(|f| encode_range(sector, nr_sectors, f));
         Encoded {
             hdr,
             range,
@@ -156,4 +157,39 @@ impl Command {
             data_out: self == Self::Write,
         }
     }
+}
+
+/// One `struct virtio_blk_discard_write_zeroes`: little-endian whatever the
+/// device's byte order (the spec says so).
+pub fn encode_range(sector: u64, nr_sectors: u32, flags: u32) -> [u8; RANGE_BYTES] {
+    let mut r = [0u8; RANGE_BYTES];
+    r[0..8].copy_from_slice(&sector.to_le_bytes());
+    r[8..12].copy_from_slice(&nr_sectors.to_le_bytes());
+    r[12..16].copy_from_slice(&flags.to_le_bytes());
+    r
+}
+
+/// The ranges of a multi-range request (discards the block layer merged
+/// from several bios, up to the device's `max_discard_seg`), given as
+/// (first sector, sectors), one [`encode_range`] after the other in `out`,
+/// which they must fill exactly (the driver sizes it from the request's
+/// segment count): the number of ranges, or `None` when there were more or
+/// fewer ranges than `out` holds, or none.
+pub fn encode_ranges(
+    ranges: impl IntoIterator<Item = (u64, u32)>,
+    flags: u32,
+    out: &mut [u8],
+) -> Option<usize> {
+    if out.is_empty() || out.len() % RANGE_BYTES != 0 {
+        return None;
+    }
+    let mut slots = out.chunks_exact_mut(RANGE_BYTES);
+    let mut n = 0;
+    for (sector, nr_sectors) in ranges {
+        slots
+            .next()?
+            .copy_from_slice(&encode_range(sector, nr_sectors, flags));
+        n += 1;
+    }
+    (slots.next().is_none()).then_some(n)
 }

@@ -12,9 +12,7 @@
 # oops or warning, fio ended (with EIO or success) within HOSTILE_BOUND
 # seconds of the detach, the disk gone, the module unloaded, every grant
 # revoked or handed to a deferred release, the fault named in one dmesg
-# line. C's outcome is recorded only. HOSTILE_STRIKE_AFTER: requests the
-# backend serves well before it strikes (blkif-backend --strike-after;
-# default 64).
+# line. C's outcome is recorded only.
 # A driver that hangs takes xenbus with it (the removal that hangs runs in
 # the xenwatch thread, which every later probe and state change waits
 # for): its remaining scenarios are not run in this boot, each printed as
@@ -60,15 +58,14 @@ hostile() { # SCENARIO WHO KO MOD XENBUS_DRIVER
     local outcome notes oops fault fault_lines teardown
     dmesg -c > /dev/null
     insmod "/lib/modules/$ko.ko"
-    us_start "$s" ${HOSTILE_STRIKE_AFTER:+--strike-after $HOSTILE_STRIKE_AFTER}
+    us_start "$s"
     if us_disk_appears; then
         special "$s" "$who"
         be=$(xs_read "device/vbd/$US_DEVID/backend")
         fio --name=h --filename=/dev/$US_DISK --direct=1 --rw=randrw --bsrange=4k-128k --iodepth=16 \
             --ioengine=libaio --size=64M --number_ios=400 > /tmp/h.out 2>&1 &
         fio_pid=$!
-        # The backend strikes after its 64th request (or
-        # HOSTILE_STRIKE_AFTER's) and then writes its
+        # The backend strikes after its 64th request and then writes its
         # test-fired node: wait for that (a KASAN guest under TCG takes
         # seconds to get there) or for fio's end (the scenarios that strike
         # at connect or on every flush), then give the fault a second.

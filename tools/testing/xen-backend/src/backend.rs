@@ -55,8 +55,6 @@ pub struct Config {
     pub features: Features,
     /// The misbehaviour, if any.
     pub scenario: Option<Scenario>,
-    /// Requests served well before the misbehaviour strikes.
-    pub strike_after: u64,
 }
 
 impl Default for Config {
@@ -78,7 +76,6 @@ impl Default for Config {
                 max_indirect: 256,
             },
             scenario: None,
-            strike_after: TRIGGER_AFTER,
         }
     }
 }

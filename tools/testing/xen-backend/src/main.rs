@@ -11,11 +11,9 @@
 //!   blkif-backend --domid D --devid V --file F [--size MiB] [--queues N]
 //!                 [--ring-order N] [--persistent 0|1] [--indirect N]
 //!                 [--physical-sector-size N] [--info VDISK_FLAGS] [--misbehave NAME]
-//!                 [--strike-after REQUESTS]
 //!
 //! `--list` prints one scenario name per line and nothing else; without
-//! `--misbehave` the backend behaves; with it, the misbehaviour strikes
-//! once `--strike-after` requests (default 64) were served well. Writing anything to the backend
+//! `--misbehave` the backend behaves. Writing anything to the backend
 //! node's `test-stop` detaches the vbd as `xl block-detach` does (Closing,
 //! the frontend closes, nodes removed) and ends the process; the counters
 //! are published in its `test-stats` node (see `io::Stats::line`), and its
@@ -35,8 +33,7 @@ fn usage() -> ExitCode {
     eprintln!(
         "usage: blkif-backend --list\n       blkif-backend --domid D --devid V --file F [--size MiB] \
          [--queues N] [--ring-order N] [--persistent 0|1] [--indirect N] \
-         [--physical-sector-size N] [--info VDISK_FLAGS] [--misbehave NAME] \
-         [--strike-after REQUESTS]"
+         [--physical-sector-size N] [--info VDISK_FLAGS] [--misbehave NAME]"
     );
     ExitCode::from(2)
 }
@@ -72,7 +69,6 @@ fn parse(args: &[String]) -> Result<Config, String> {
                         .ok_or_else(|| format!("no scenario '{v}' (see --list)"))?,
                 );
             }
-            "--strike-after" => c.strike_after = num(val()?)?,
             _ => return Err(format!("unknown argument '{a}'")),
         }
     }

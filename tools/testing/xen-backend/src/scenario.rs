@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The ways this backend misbehaves on purpose (`--misbehave NAME`). Each
-//! starts once the frontend has sent [`TRIGGER_AFTER`] requests (or
-//! `--strike-after`'s count), so the disk is connected and I/O is in flight
-//! when the fault comes.
+//! starts once the frontend has sent [`TRIGGER_AFTER`] requests, so the
+//! disk is connected and I/O is in flight when the fault comes.
 
-/// Requests served well before a scenario strikes, by default.
+/// Requests served well before a scenario strikes.
 pub const TRIGGER_AFTER: u64 = 64;
 
 /// One misbehaviour.

@@ -8,7 +8,7 @@ use super::*;
 impl Backend {
     pub(super) fn armed(&self) -> Option<Scenario> {
         self.scenario_pending()
-            .filter(|_| self.disk.stats.requests >= self.cfg.strike_after && !self.rings.is_empty())
+            .filter(|_| self.disk.stats.requests >= TRIGGER_AFTER && !self.rings.is_empty())
     }
 
     pub(super) fn scenario_pending(&self) -> Option<Scenario> {

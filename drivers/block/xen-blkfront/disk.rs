@@ -229,7 +229,9 @@ impl core::fmt::Debug for StatsView {
         let mut t = RingStats::default();
         let mut g = crate::blkcore::grants::GrantStats::default();
         let mut bounce = false;
+        let mut slots = 0u32;
         for r in self.queues.rings.iter() {
+            slots = slots.max(r.with_state(|st| st.size()));
             if let Some((rs, gs, copy)) = r.with_state(|st| st.stats()) {
                 t.add(&rs);
                 g.granted += gs.granted;
@@ -243,6 +245,8 @@ impl core::fmt::Debug for StatsView {
             }
         }
         writeln!(f, "rings: {}", self.queues.rings.len())?;
+        // Slots of the rings now (a reconnect may bring smaller ones).
+        writeln!(f, "ring_slots: {}", slots)?;
         writeln!(
             f,
             "rings_served: {}",

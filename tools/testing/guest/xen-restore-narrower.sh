@@ -5,11 +5,14 @@
 # 0, requests held at the suspend are resent without persistent grants and
 # fio verifies every block. The second restore is back to two rings with
 # persistent grants. Upstream (blkfront_resume) changes the number of
-# hardware queues instead.
+# hardware queues instead. The third goes to a backend with fewer indirect
+# segments (12 of 32) and one-page rings (the driver is loaded with
+# max_ring_page_order=2: 4 pages, 128 slots), with 48 writes in flight,
+# more than a one-page ring (32 slots) holds.
 . /guest/common.sh
 D=xvda
 P=/sys/module/xen_blkback/parameters
-check "insmod xen_blkfront_rs" insmod /lib/modules/xen_blkfront_rs.ko
+check "insmod xen_blkfront_rs max_ring_page_order=2" insmod /lib/modules/xen_blkfront_rs.ko max_ring_page_order=2
 for i in $(seq 1 40); do [ -e /sys/block/$D ] && break; sleep 0.25; done
 [ -e /sys/block/$D ] || { not_ok "disk $D appears"; finish; exit; }
 S=/sys/kernel/debug/xen_blkfront_rs-$D/stats
@@ -30,22 +33,23 @@ per_cpu_roundtrip() { # WHEN SEEK_MB
 }
 check "taskset in the domU (busybox)" sh -c 'taskset -c 1 true'
 per_cpu_roundtrip "before" 8
-# restore_with QUEUES PERSISTENT WHEN [INDIRECT]: fio writes (throttled
-# backend, 16 in flight) across a save/restore onto a blkback with those
-# parameters (INDIRECT: it offers that many indirect segments, and fio
-# writes 128 KiB, 32 segments, instead of 64 KiB).
+# restore_with QUEUES PERSISTENT WHEN [INDIRECT RING_ORDER DEPTH]: fio
+# writes (throttled backend, 16 in flight) across a save/restore onto a
+# blkback with those parameters (INDIRECT: it offers that many indirect
+# segments, and fio writes 128 KiB, 32 segments, instead of 64 KiB;
+# RING_ORDER: rings of at most 2^N pages; DEPTH: writes in flight).
 restore_with() {
-    local n0 held rc bs=64k
+    local n0 held rc bs=64k depth=${6:-16}
     [ -n "${4:-}" ] && bs=128k
     n0=$(dmesg | grep -c "xen_blkfront_rs.*reconnected")
     # 2 IOPS: the 16 in flight outlast a slow freeze (see xen-suspend.sh).
     echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 2 0 0"
-    fio --name=narrow --filename=/dev/$D --ioengine=libaio --iodepth=16 --direct=1 \
+    fio --name=narrow --filename=/dev/$D --ioengine=libaio --iodepth=$depth --direct=1 \
         --rw=randwrite --bs=$bs --offset=160M --size=16M --verify=crc32c --verify_fatal=1 \
         --output=/tmp/fio-narrow.out > /dev/null 2>&1 &
     local fio_pid=$!
     fio_on_rings_stats "$3"
-    echo "DOM0-CMD: echo $1 > $P/max_queues; echo $2 > $P/feature_persistent; ${4:+MAX_INDIRECT=$4 }sh /run/payload/save-restore"
+    echo "DOM0-CMD: echo $1 > $P/max_queues; echo $2 > $P/feature_persistent; ${4:+MAX_INDIRECT=$4 }${5:+MAX_RING_ORDER=$5 }sh /run/payload/save-restore"
     for i in $(seq 1 360); do
         [ "$(dmesg | grep -c "xen_blkfront_rs.*reconnected")" -gt "$n0" ] && break
         sleep 0.5
@@ -82,7 +86,13 @@ per_cpu_roundtrip "two rings again" 24
 # bios (blkif_recover); ours sends such a request again as its bios, which
 # the block layer splits to the new limits.
 expect_eq "before fewer segments: max_segments" "$(cat /sys/block/$D/queue/max_segments)" 32
-restore_with 2 Y "fewer indirect segments" 12
+expect_eq "before: ring slots (4 pages)" "$(st ring_slots)" 128
+busy0=$(st busy)
+restore_with 2 Y "fewer indirect segments, one-page rings" 12 0 48
+expect_eq "one-page rings: ring slots" "$(st ring_slots)" 32
+check "one-page rings: reconnected with 2 rings of 1 pages" \
+    sh -c "dmesg | grep 'xen_blkfront_rs.*reconnected' | tail -1 | grep -q '2 rings of 1 pages'"
+echo "one-page rings: ring full (busy) $busy0 -> $(st busy)"
 expect_eq "fewer segments: the queue's max_segments follows the backend" "$(cat /sys/block/$D/queue/max_segments)" 12
 check "fewer segments: requests built for 32 segments went out again as bios ($(st requeued_as_bios))" \
     [ "$(st requeued_as_bios)" -gt 0 ]

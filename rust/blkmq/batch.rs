@@ -53,21 +53,32 @@ impl<T: Operations> RqList<T> {
 
     /// Take the request at the head (`rq_list_pop`).
     pub fn pop(&mut self) -> Option<Request<T>> {
-        let rq = self.raw.head;
-        if rq.is_null() {
-            return None;
-        }
-        // SAFETY: `rq` is a live request of this list (type invariant);
-        // ownership moves to the returned handle.
-        unsafe {
-            self.raw.head = (*rq).__bindgen_anon_1.rq_next;
-            if self.raw.head.is_null() {
-                self.raw.tail = core::ptr::null_mut();
-            }
-            (*rq).__bindgen_anon_1.rq_next = core::ptr::null_mut();
-            Some(Request::from_ptr(rq))
-        }
+        // SAFETY: the list holds live requests we own (type invariant).
+        let rq = unsafe { unlink_head(&mut self.raw) }?;
+        // SAFETY: unlinked from our list: ownership moves to the handle.
+        Some(unsafe { Request::from_ptr(rq) })
     }
+}
+
+/// Unlinks the head of `list` (`rq_list_pop`).
+///
+/// # Safety
+///
+/// `list` links live requests through `rq_next`.
+unsafe fn unlink_head(list: &mut bindings::rq_list) -> Option<*mut bindings::request> {
+    let rq = list.head;
+    if rq.is_null() {
+        return None;
+    }
+    // SAFETY: `rq` is a live request of the list (function contract).
+    unsafe {
+        list.head = (*rq).__bindgen_anon_1.rq_next;
+        if list.head.is_null() {
+            list.tail = core::ptr::null_mut();
+        }
+        (*rq).__bindgen_anon_1.rq_next = core::ptr::null_mut();
+    }
+    Some(rq)
 }
 
 impl<T: Operations> Default for RqList<T> {
@@ -132,19 +143,11 @@ impl<'a, T: Operations> RqBatch<'a, T> {
 
     /// Take the next request and the hardware queue it is for.
     pub fn pop(&mut self) -> Option<(HwQueue, Request<T>)> {
-        let rq = self.list.head;
-        if rq.is_null() {
-            return None;
-        }
-        // SAFETY: `rq` heads blk-mq's list of requests handed to us (see
-        // `new`); unlinking it moves its ownership to the returned handle.
-        // Its `mq_hctx` is set (blk-mq mapped it to a hardware queue).
+        // SAFETY: blk-mq's list of requests handed to us (see `new`).
+        let rq = unsafe { unlink_head(self.list) }?;
+        // SAFETY: unlinked from that list, so ours: ownership moves to the
+        // handle. Its `mq_hctx` is set (blk-mq mapped it to a queue).
         unsafe {
-            self.list.head = (*rq).__bindgen_anon_1.rq_next;
-            if self.list.head.is_null() {
-                self.list.tail = core::ptr::null_mut();
-            }
-            (*rq).__bindgen_anon_1.rq_next = core::ptr::null_mut();
             let index = (*(*rq).mq_hctx).queue_num;
             Some((HwQueue { index }, Request::from_ptr(rq)))
         }

@@ -3,9 +3,9 @@
 //! virtio-blk request headers, ranges and status bytes on the wire.
 
 use blkcore::virtio::request::{
-    encode_range, encode_ranges, Command, RequestStatus, RANGE_BYTES, VIRTIO_BLK_S_IOERR, VIRTIO_BLK_S_OK, VIRTIO_BLK_S_UNSUPP,
-    VIRTIO_BLK_T_DISCARD, VIRTIO_BLK_T_GET_ID, VIRTIO_BLK_T_IN, VIRTIO_BLK_T_OUT,
-    VIRTIO_BLK_T_SECURE_ERASE, VIRTIO_BLK_T_WRITE_ZEROES,
+    encode_range, encode_ranges, Command, RequestStatus, RANGE_BYTES, VIRTIO_BLK_S_IOERR,
+    VIRTIO_BLK_S_OK, VIRTIO_BLK_S_UNSUPP, VIRTIO_BLK_T_DISCARD, VIRTIO_BLK_T_GET_ID,
+    VIRTIO_BLK_T_IN, VIRTIO_BLK_T_OUT, VIRTIO_BLK_T_SECURE_ERASE, VIRTIO_BLK_T_WRITE_ZEROES,
 };
 use proptest::prelude::*;
 
@@ -106,10 +106,16 @@ fn multi_range_discard_fills_one_range_per_bio() {
     assert_eq!(encode_ranges(ranges, 0, &mut out), Some(3));
     for (i, (sector, n)) in ranges.iter().enumerate() {
         let r = &out[i * RANGE_BYTES..(i + 1) * RANGE_BYTES];
-        assert_eq!((le64(&r[0..8]), le32(&r[8..12]), le32(&r[12..16])), (*sector, *n, 0));
+        assert_eq!(
+            (le64(&r[0..8]), le32(&r[8..12]), le32(&r[12..16])),
+            (*sector, *n, 0)
+        );
     }
     // The same bytes as a single range's encoding.
-    assert_eq!(out[RANGE_BYTES..2 * RANGE_BYTES], encode_range(1 << 33, 2048, 0));
+    assert_eq!(
+        out[RANGE_BYTES..2 * RANGE_BYTES],
+        encode_range(1 << 33, 2048, 0)
+    );
     let d = Command::Discard.encode(4096, 1, 0, false);
     assert_eq!(d.range, Some(encode_range(4096, 1, 0)));
 }
@@ -121,7 +127,10 @@ fn multi_range_refuses_a_count_that_does_not_fill_the_buffer() {
     assert_eq!(encode_ranges([(0, 8)], 0, &mut out), None);
     assert_eq!(encode_ranges([(0, 8), (8, 8), (16, 8)], 0, &mut out), None);
     assert_eq!(encode_ranges([], 0, &mut [0u8; 0]), None);
-    assert_eq!(encode_ranges([(0, 8)], 0, &mut [0u8; RANGE_BYTES + 1]), None);
+    assert_eq!(
+        encode_ranges([(0, 8)], 0, &mut [0u8; RANGE_BYTES + 1]),
+        None
+    );
     assert_eq!(Command::Read.range_flags(), None);
     assert_eq!(Command::WriteZeroes { unmap: true }.range_flags(), Some(1));
 }

@@ -31,6 +31,19 @@ roundtrip() {
 }
 # q DEV ATTR: a queue limit from sysfs.
 q() { cat "/sys/block/$1/queue/$2"; }
+# removal_count DISK WHAT: the count before WHAT ("ring-full retries",
+# "chained scatterlists", "batches", ...) in virtio_blk_rs's last removal
+# line for DISK ("[vda] removed: N requests, ..."), empty without one.
+removal_count() {
+    dmesg | grep -E "\[$1\] removed: [0-9]+ requests" | tail -1 | sed -n "s/.* \([0-9][0-9]*\) $2.*/\1/p"
+}
+# fio_checked LABEL OUT RC: the summary of a fio run that wrote its report
+# to OUT and exited RC, and two checks: it exited 0, it reported err=0.
+fio_checked() {
+    grep -E 'err=|WRITE:|READ:' "$2" | sed 's/^/FIO: /'
+    check "$1 (exit $3)" [ "$3" = 0 ]
+    check "$1: fio reports err=0" grep -q 'err= 0' "$2"
+}
 # Prints the lsblk -t style line for a disk from sysfs (busybox has no lsblk).
 topology_line() { # dev
     local d=$1

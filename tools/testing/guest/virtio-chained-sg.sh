@@ -31,14 +31,9 @@ exec 3>&- 4>&-
 fio --name=chain --filename=/dev/$D --direct=1 --rw=write --bs=4M --size=32M --iodepth=1 \
     --ioengine=psync --iomem=mmapshared:/tmp/chain/buf --verify=crc32c --do_verify=1 --verify_fatal=1 \
     --output=/tmp/chain.out > /dev/null 2>&1
-rc=$?
-grep -E 'err=|WRITE:|READ:' /tmp/chain.out | sed 's/^/FIO: /'
-check "fio 4 MiB direct writes + crc32c verify from a scattered buffer (exit $rc)" [ $rc = 0 ]
-check "fio reports err=0" grep -q 'err= 0' /tmp/chain.out
+fio_checked "fio 4 MiB direct writes + crc32c verify from a scattered buffer" /tmp/chain.out $?
 check "rmmod virtio_blk_rs" rmmod virtio_blk_rs
-line=$(dmesg | grep -E "\[$D\] removed: [0-9]+ requests" | tail -1)
-echo "$line"
-chained=$(echo "$line" | sed -n 's/.* \([0-9][0-9]*\) chained scatterlists.*/\1/p')
+chained=$(removal_count $D "chained scatterlists")
 check "requests took a chained table ($D: ${chained:-no count})" [ "${chained:-0}" -gt 0 ]
 check "every chained table was given back" sh -c "! dmesg | grep -q 'chained scatterlist tables not given back'"
 umount /tmp/chain

@@ -28,9 +28,7 @@ bad=0
 for i in 0 1 2 3 4 5 6 7; do cmp -s /tmp/src$i /tmp/dst$i || bad=$((bad + 1)); done
 expect_eq "8 parallel 4 MiB writers/readers on a 16-entry ring: regions differing" "$bad" 0
 check "rmmod virtio_blk_rs" rmmod virtio_blk_rs
-line=$(dmesg | grep -E '\[vda\] removed: [0-9]+ requests' | tail -1)
-echo "$line"
-retries=$(echo "$line" | sed -n 's/.* \([0-9][0-9]*\) ring-full retries.*/\1/p')
+retries=$(removal_count vda "ring-full retries")
 check "ring-full retries happened (vda: ${retries:-no count})" [ "${retries:-0}" -gt 0 ]
 check "no warnings/oopses" sh -c "! dmesg | grep -E 'WARNING:|BUG:|Oops|I/O error'"
 finish

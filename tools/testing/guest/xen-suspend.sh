@@ -34,14 +34,17 @@ exec 3</dev/$D
 ) &
 writer=$!
 # Requests in flight at the suspend: dom0's disk is throttled to 2 IOPS and
-# an async writer (libaio, 16 deep) keeps the ring full. The freezer stops
+# an async writer (libaio, 24 deep, room left in the 32 tags for the dd
+# writer's 1 MiB) keeps the ring busy. The freezer stops
 # fio in io_getevents, not in the block layer, so its requests are still on
 # the ring when the guest suspends: the driver must requeue them and resend
 # them to the new backend. fio then reads every block back (crc32c). At 8
 # IOPS the 16 drained in the 2 s a slow run's freeze took (a clean-clone
-# run, 2026-12-03: 0 requests held); at 2 they last 8 s.
+# run, 2026-12-03: 0 requests held); at 2 they lasted 8 s, and a freeze of
+# 8.6 s drained them too (2026-12-04). Now 24 in flight and 1 IOPS from
+# the save on: 24 s, more than the freezer's 20 s timeout.
 echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 2 0 0"
-fio --name=inflight --filename=/dev/$D --ioengine=libaio --iodepth=16 --direct=1 \
+fio --name=inflight --filename=/dev/$D --ioengine=libaio --iodepth=24 --direct=1 \
     --rw=randwrite --bs=64k --offset=160M --size=16M --verify=crc32c --verify_fatal=1 \
     --output=/tmp/fio-inflight.out > /dev/null 2>&1 &
 fio_pid=$!
@@ -65,6 +68,7 @@ touch /tmp/pause
 n=0
 while [ "$(cat /tmp/dd.state 2>/dev/null)" != idle ] && [ $n -lt 120 ]; do sleep 0.5; n=$((n + 1)); done
 echo "DOM0-CMD: echo 'write through' > /sys/block/vdb/cache_type"
+echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 1 0 0"
 echo "DOM0-CMD: sh /run/payload/save-restore"
 for i in $(seq 1 360); do dmesg | grep -q "xen_blkfront_rs.*reconnected" && break; sleep 0.5; done
 rm -f /tmp/pause

@@ -271,7 +271,7 @@ impl<T: Operations> Request<T> {
         let chain = self.sg_chain();
         let n = kernel::ffi::c_int::try_from(nsegs).map_err(|_| code::EINVAL)?;
         // SAFETY: `chain` is this request's `SgChain`, its table unused
-        // (released by the caller); the first chunk is the request's
+        // (see `map_sg`); the first chunk is the request's
         // `inline` inline entries. On failure the call frees what it took
         // and leaves `sgl` null, but may have written to the inline entries.
         let ret = unsafe {
@@ -310,10 +310,9 @@ impl<T: Operations> Request<T> {
         if nsegs == 0 {
             return Ok(0);
         }
-        self.release_sg();
         let chain = self.sg_chain();
-        // SAFETY: `chain` is this request's `SgChain`, its table unused
-        // (released above).
+        // SAFETY: `chain` is this request's `SgChain`, its table unused: a
+        // request goes back to blk-mq only through `release` (invariant).
         let inline = unsafe { (*chain).inline };
         if nsegs > inline {
             if !CAN_CHAIN_SG {
@@ -357,21 +356,23 @@ impl<T: Operations> Request<T> {
     /// Give the request back to blk-mq to be dispatched again later
     /// (`blk_mq_requeue_request`, without kicking): it waits on the
     /// queue's requeue list until [`GenDisk::kick_requeue_list`].
-    pub fn requeue(mut self) {
-        self.release();
-        // SAFETY: the request is live and owned (started by the driver);
-        // this consumes the handle, blk-mq owns the request again.
-        unsafe { bindings::blk_mq_requeue_request(self.raw(), false) };
+    pub fn requeue(self) {
+        self.requeue_kicking(false);
     }
 
     /// Like [`Request::requeue`], and kick the requeue list (blk-mq
     /// dispatches the request again soon): for a started request the
     /// device could not take in [`Operations::queue_rqs`], as upstream's
     /// `virtblk_add_req_batch`.
-    pub fn requeue_and_kick(mut self) {
+    pub fn requeue_and_kick(self) {
+        self.requeue_kicking(true);
+    }
+
+    fn requeue_kicking(mut self, kick: bool) {
         self.release();
-        // SAFETY: as in `requeue`.
-        unsafe { bindings::blk_mq_requeue_request(self.raw(), true) };
+        // SAFETY: the request is live and owned (started by the driver);
+        // this consumes the handle, blk-mq owns the request again.
+        unsafe { bindings::blk_mq_requeue_request(self.raw(), kick) };
     }
 
     /// End the request with `status` (`blk_mq_end_request`).

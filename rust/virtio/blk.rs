@@ -123,7 +123,6 @@ pub fn prepare<T: Operations<RequestData = BlkReq>>(
 ) -> core::result::Result<(), Status> {
     let (pos, nr) = (rq.sector(), rq.sectors());
     let e = cmd.encode(pos, nr, u32::from(rq.ioprio()), le);
-    release(rq.data_mut());
     // A discard the block layer merged from several bios (the queue allows
     // several discard segments, `max_discard_seg`): one range per bio, in a
     // buffer of their own, as upstream (`kmalloc` in atomic context; without

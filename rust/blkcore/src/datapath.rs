@@ -522,9 +522,11 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         s.indirect = 0;
         s.copies = 0;
         let mut still_mapped = None;
-        let data = self.grants.as_ref().iter().skip(id * wire).take(ng);
-        let ind_pages = self.indirect.as_ref().iter().skip(id * ind).take(ni);
-        for h in data.chain(ind_pages) {
+        let data = self.grants.as_ref().get(id * wire..).unwrap_or(&[]);
+        let ind_pages = self.indirect.as_ref().get(id * ind..).unwrap_or(&[]);
+        let data = data.get(..ng).unwrap_or(data);
+        let ind_pages = ind_pages.get(..ni).unwrap_or(ind_pages);
+        for h in data.iter().chain(ind_pages) {
             match self.pool.put(mem, *h) {
                 Ok(_) => {}
                 Err(GrantError::StillMapped(g)) => {

@@ -334,6 +334,7 @@ where
     /// persistent grant is reused without a grant operation. Without
     /// `copy_data`, `data_frame` itself is granted, read-only if `readonly`
     /// (a write request).
+    #[inline]
     pub fn get<G: GrantOps<Frame = F>>(
         &mut self,
         ops: &mut G,
@@ -341,10 +342,12 @@ where
         readonly: bool,
     ) -> Result<Grant<F>, GrantError> {
         let i = self.head;
-        let Some(&e) = self.entries().get(i as usize) else {
+        let copy_data = self.mode.copy_data;
+        let entries = self.storage.as_mut();
+        let Some(e) = entries.get_mut(i as usize) else {
             return Err(GrantError::Exhausted);
         };
-        let (frame, ro) = if self.mode.copy_data {
+        let (frame, ro) = if copy_data {
             (e.frame, false)
         } else {
             (data_frame, readonly)
@@ -355,12 +358,20 @@ where
         } else {
             ops.grant(frame, ro)?
         };
-        self.unlink(i);
-        if let Some(e) = self.entries_mut().get_mut(i as usize) {
-            e.gref = gref;
-            e.frame = frame;
-            e.state = EntryState::InUse;
+        // Pop the head: it has no predecessor.
+        let next = e.next;
+        *e = PoolEntry {
+            frame,
+            gref,
+            prev: NIL,
+            next: NIL,
+            state: EntryState::InUse,
+        };
+        match entries.get_mut(next as usize) {
+            Some(n) => n.prev = NIL,
+            None => self.tail = NIL,
         }
+        self.head = next;
         if reused {
             self.stats.reused = self.stats.reused.saturating_add(1);
             self.stats.held = self.stats.held.saturating_sub(1);
@@ -382,41 +393,39 @@ where
     /// the head in persistent mode, and is an error otherwise (its release is
     /// then deferred like [`teardown`](Self::teardown)'s and the entry is
     /// free again).
+    #[inline]
     pub fn put<G: GrantOps<Frame = F>>(
         &mut self,
         ops: &mut G,
         h: GrantHandle,
     ) -> Result<PutOutcome, GrantError> {
-        let e = match self.entries().get(h.0 as usize) {
-            Some(e) if e.state == EntryState::InUse => *e,
+        let e = match self.storage.as_mut().get_mut(h.0 as usize) {
+            Some(e) if e.state == EntryState::InUse => e,
             _ => return Err(GrantError::BadHandle(h.0)),
         };
+        let gref = e.gref;
         self.stats.in_use = self.stats.in_use.saturating_sub(1);
-        if ops.try_end_access(e.gref) {
-            if let Some(x) = self.entries_mut().get_mut(h.0 as usize) {
-                x.gref = INVALID_GRANT_REF;
-            }
+        let outcome = if ops.try_end_access(gref) {
+            e.gref = INVALID_GRANT_REF;
             self.stats.revoked = self.stats.revoked.saturating_add(1);
-            self.push_back(h.0);
             Ok(PutOutcome::Revoked)
         } else if self.mode.persistent {
             self.stats.held = self.stats.held.saturating_add(1);
             self.push_front(h.0);
-            Ok(PutOutcome::Kept)
+            return Ok(PutOutcome::Kept);
         } else {
             // Backend error, but the frame must not go back to its owner
             // while the backend can still reach it: end the grant with a
             // deferred release (the grant table keeps the frame until the
             // backend unmaps it) and free the entry, as teardown does.
-            ops.end_access(e.gref);
-            if let Some(x) = self.entries_mut().get_mut(h.0 as usize) {
-                x.gref = INVALID_GRANT_REF;
-            }
+            ops.end_access(gref);
+            e.gref = INVALID_GRANT_REF;
             self.stats.revoked = self.stats.revoked.saturating_add(1);
             self.stats.deferred = self.stats.deferred.saturating_add(1);
-            self.push_back(h.0);
-            Err(GrantError::StillMapped(e.gref))
-        }
+            Err(GrantError::StillMapped(gref))
+        };
+        self.push_back(h.0);
+        outcome
     }
 
     /// Records `bytes` copied to or from bounce frames. Fails (and counts

@@ -132,45 +132,55 @@ pub fn map_pieces<P: Copy>(
 ) -> Result<MapSummary, MapError> {
     let limit = max_segments.clamp(BLKIF_MAX_SEGMENTS_PER_REQUEST, BLKIF_MAX_INDIRECT_SEGMENTS);
     let cap = out.len().min(limit as usize);
-    let mut n = 0usize;
+    // One pass, one bounds check per segment: this runs for every segment
+    // of every request, under the ring lock.
+    let mut slots = out.iter_mut().take(cap);
+    let too_many = MapError::TooManySegments { max: cap as u32 };
     let mut sectors = 0u64;
     for (pi, p) in pieces.iter().enumerate() {
         if p.len == 0 {
             return Err(MapError::EmptyPiece(pi));
         }
-        if p.offset % SECTOR_SIZE != 0 || p.len % SECTOR_SIZE != 0 {
+        if (p.offset | p.len) % SECTOR_SIZE != 0 {
             return Err(MapError::Misaligned(pi));
+        }
+        // Pieces are at most the block layer's segment size: the sum of
+        // their sector counts cannot overflow.
+        sectors += u64::from(p.len / SECTOR_SIZE);
+        let in_frame = p.offset % XEN_PAGE_SIZE;
+        if p.len <= XEN_PAGE_SIZE - in_frame {
+            // The common case (a kernel page is one Xen frame): one segment.
+            *slots.next().ok_or(too_many)? = MappedSegment {
+                page: p.page,
+                frame_offset: p.offset - in_frame,
+                first_sect: (in_frame / SECTOR_SIZE) as u8,
+                last_sect: ((in_frame + p.len) / SECTOR_SIZE - 1) as u8,
+            };
+            continue;
         }
         let end = p.offset.checked_add(p.len).ok_or(MapError::Overflow)?;
         let mut pos = p.offset;
         while pos < end {
             let frame_offset = pos - pos % XEN_PAGE_SIZE;
-            let frame_end = frame_offset.saturating_add(XEN_PAGE_SIZE);
-            let part_end = end.min(frame_end);
+            let part_end = end.min(frame_offset.saturating_add(XEN_PAGE_SIZE));
             let first = (pos - frame_offset) / SECTOR_SIZE;
             let nsect = (part_end - pos) / SECTOR_SIZE;
-            let slot = out
-                .get_mut(..cap)
-                .and_then(|o| o.get_mut(n))
-                .ok_or(MapError::TooManySegments { max: cap as u32 })?;
-            *slot = MappedSegment {
+            *slots.next().ok_or(too_many)? = MappedSegment {
                 page: p.page,
                 frame_offset,
                 first_sect: first as u8,
                 last_sect: (first + nsect - 1) as u8,
             };
-            n = n.checked_add(1).ok_or(MapError::Overflow)?;
-            sectors = sectors
-                .checked_add(u64::from(nsect))
-                .ok_or(MapError::Overflow)?;
             pos = part_end;
         }
     }
+    // At most `cap` (<= 4096) segments were written.
+    let n = (cap - slots.len()) as u32;
     if n == 0 {
         return Err(MapError::NoData);
     }
     Ok(MapSummary {
-        nr_segments: n as u32,
+        nr_segments: n,
         nr_sectors: sectors,
     })
 }
@@ -316,14 +326,14 @@ pub fn encode_flush(id: u64, handle: u16, barrier: bool) -> RingEntryBytes {
 }
 
 /// Writes the descriptors that belong in indirect page `page_index`
-/// (segments `page_index*512 ..`) to the start of `page`. Returns how many
-/// were written.
+/// (segments `page_index*512 ..`) to the start of `page`, checking each
+/// one it writes (one pass: this runs for every segment of an indirect
+/// request). Returns how many were written.
 pub fn write_indirect_page(
     segs: &[BlkifRequestSegment],
     page_index: u32,
     page: &mut [u8],
 ) -> Result<u32, MapError> {
-    check_segments(segs)?;
     let start = (page_index as usize)
         .checked_mul(SEGS_PER_INDIRECT_FRAME as usize)
         .ok_or(MapError::Overflow)?;
@@ -334,8 +344,11 @@ pub fn write_indirect_page(
         .take(SEGS_PER_INDIRECT_FRAME as usize);
     let mut written = 0u32;
     for (s, d) in chunk.zip(page.chunks_exact_mut(BLKIF_SEGMENT_SIZE)) {
+        if s.byte_len().is_none() {
+            return Err(MapError::BadSegment(start + written as usize));
+        }
         s.encode_into(d);
-        written = written.saturating_add(1);
+        written += 1;
     }
     Ok(written)
 }

@@ -9,6 +9,7 @@
 #            calib, compare and profile need xen-guest.sh -2
 #            (xvda and xvdb on one disk), profile also perf in the guest
 #   PWL      profile workloads (of CWL)     PRT profile fio runtime (s)
+#   PPAIRS   profile runs per driver and workload (C, ours alternating)
 #   CWL      compare workloads: rr4k seqread seqwrite
 #   REPS     repetitions per point          RT  fio runtime per rep (s)
 #   REP0     compare: number of the first repetition minus one (the runs
@@ -313,12 +314,13 @@ exp_calib() {
 # ------------------------------------------------------------- profile ----
 # Where each driver's domU CPU time goes under compare workloads ($PWL):
 # perf (cpu-clock sampling at 1999 Hz, all CPUs, call chains) while fio runs
-# on C's vbd, then on ours, twice per workload. Samples of the idle loop (the
-# blocked hypercall within three frames of default_idle) are dropped;
-# interrupts taken while idle are kept. Prints per run "PROFILE-RUN drv wl=W
-# KIB BW IOPS reqs=N ...", "PROFILE-BUSY drv W samples in_driver_module=S"
-# and the top leaves and chains "PROFILE[-LEAF] drv W samples leaf<caller";
-# needs perf in the guest (xen-guest.sh DOMU_EXTRA_BINS=/usr/bin/perf).
+# on C's vbd, then on ours, $PPAIRS times (default 2) per workload. Samples
+# of the idle loop (the blocked hypercall within three frames of
+# default_idle) are dropped; interrupts taken while idle are kept. Prints
+# per run "PROFILE-RUN drv wl=W KIB BW IOPS reqs=N ...", "PROFILE-BUSY drv
+# W samples in_driver_module=S" and the top leaves and chains
+# "PROFILE[-LEAF] drv W samples leaf<caller"; needs perf in the guest
+# (xen-guest.sh DOMU_EXTRA_BINS=/usr/bin/perf).
 profile_fold() { # "drv wl": perf script (comm,ip,sym,dso) on stdin -> PROFILE lines
     awk -v d="$1" '
         function flush() {
@@ -343,7 +345,7 @@ profile_fold() { # "drv wl": perf script (comm,ip,sym,dso) on stdin -> PROFILE l
 exp_profile() { # after both_drivers_up
     local drv dev q0 q1 w RT=${PRT:-$RT}
     command -v perf > /dev/null || { not_ok "perf in the guest"; return; }
-    for w in ${PWL:-seqread}; do for drv in c rs c rs; do
+    for w in ${PWL:-seqread}; do for drv in $(for _ in $(seq 1 "${PPAIRS:-2}"); do echo c rs; done); do
         dev=$(dev_of $drv)
         q0=$(diskios $dev)
         fio_one $dev $(compare_args $w) > /tmp/fio.out &

@@ -370,16 +370,45 @@ if "profile" in cfg["exps"]:
             continue
         # Requests in the sampled window (fio ran RT s, perf RT-2 of them).
         rt = cfg["runtime"] if cfg["runtime"] > r["sampled"] else r["sampled"] + 2
-        q = r["reqs"] * r["sampled"] / rt
+        r["q"] = q = r["reqs"] * r["sampled"] / rt
         rows.append([i + 1, r["wl"], r["drv"], f"{r['bw'] * 1.024 / 1000:.1f}", int(r["iops"] or 0), r["reqs"], r["busy"], f"{r['busy'] / 1999 * 1e6 / q:.1f}",
                      r["drv_mod"], f"{100 * r['drv_mod'] / r['busy']:.1f}" if r["busy"] else "-"])
-    want = 4 * len(cfg.get("pwl", ["seqread"]))
+    want = 2 * cfg.get("profile_pairs", 2) * len(cfg.get("pwl", ["seqread"]))
     if len(rows) < want:
         problems.append(f"profile: {len(rows)} of {want} runs")
     header = ["run", "workload", "driver", "MB/s", "IOPS", "requests", "busy samples", "sampled CPU us/req", "in driver", "in driver %"]
     table("Profile (perf cpu-clock 1999 Hz in the domU, idle loop excluded), persistent grants off; "
           "'in driver' = samples with a frame of the driver module on the stack", header, rows)
     csv("profile", [h.replace(" ", "_").replace("/", "_per_").replace("%", "pct") for h in header], rows)
+    # Pooled over the runs of a workload, and ours/C per pair (a C run and
+    # the ours run after it): one run's samples are too few to compare, and
+    # the host's pace drifts between runs (the same driver's busy samples
+    # per request differ up to 4x from one run to the next).
+    done = [r for r in runs if "q" in r]
+    prow, pcsv = [], []
+    for wl in cfg.get("pwl", ["seqread"]):
+        pool, per_run = {}, {"c": [], "rs": []}
+        for r in done:
+            if r["wl"] != wl:
+                continue
+            t = pool.setdefault(r["drv"], [0, 0, 0.0])
+            t[0] += r["busy"]
+            t[1] += r["drv_mod"]
+            t[2] += r["q"]
+            per_run[r["drv"]].append(r)
+        if not all(k in pool and pool[k][2] for k in ("c", "rs")):
+            continue
+        us = {k: pool[k][1] / 1999 * 1e6 / pool[k][2] for k in pool}
+        share = {k: 100 * pool[k][1] / pool[k][0] if pool[k][0] else 0 for k in pool}
+        pairs = [(rs["drv_mod"] / rs["q"]) / (c["drv_mod"] / c["q"])
+                 for c, rs in zip(per_run["c"], per_run["rs"]) if c["drv_mod"] and rs["drv_mod"]]
+        pr = (min(pairs), statistics.median(pairs), max(pairs), len(pairs), statistics.geometric_mean(pairs)) if pairs else None
+        prow.append([wl, len(per_run["c"]), f"{us['c']:.1f}", f"{us['rs']:.1f}", f"{us['rs'] / us['c']:.2f}" if us["c"] else "-",
+                     rng(pr, 2), gm(pr), f"{share['c']:.1f}", f"{share['rs']:.1f}"])
+        pcsv.append([wl, len(per_run["c"]), f"{us['c']:.2f}", f"{us['rs']:.2f}"] + mmm(pr) + [gm(pr), f"{share['c']:.2f}", f"{share['rs']:.2f}"])
+    table("Profile pooled: samples with a driver frame per request (as us of CPU), both drivers; ours/C per pair of runs, median [min-max] and geometric mean",
+          ["workload", "pairs", "C in-driver us/req", "ours in-driver us/req", "ours/C pooled", "ours/C paired", "paired geomean", "C in driver %", "ours in driver %"], prow)
+    csv("profile-pooled", ["workload", "pairs", "c_in_driver_us_per_req", "rs_in_driver_us_per_req", "n", "min", "median", "max", "geomean", "c_in_driver_pct", "rs_in_driver_pct"], pcsv)
     for (wl, drv), per in sorted(leaves.items()):
         top = sorted(per.items(), key=lambda kv: -kv[1])[:8]
         table(f"Profile: top leaf functions, {wl}, {drv} (busy samples, both runs)", ["samples", "function"], [[n, k] for k, n in top])

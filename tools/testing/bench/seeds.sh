@@ -32,7 +32,8 @@
 # experiment, one repetition (a few minutes). Exits non-zero when a guest run
 # failed or a number is missing; never because a number is low.
 # Environment: KDIR, KO_DIR as for the guest runners; BENCH_REPS, BENCH_RT
-# override repetitions and fio runtime (s).
+# override repetitions and fio runtime (s); BENCH_PROFILE_PAIRS the
+# profile's C/ours run pairs per workload (default 2).
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 T=$REPO/tools/testing
@@ -88,10 +89,11 @@ creps=$((2 * chalf))
 # Compare boots both orders (see below); the smoke run only the first: the
 # swapped boot runs the same code.
 swaps="0 1"; ((smoke)) && swaps=0
+ppairs=${BENCH_PROFILE_PAIRS:-2}
 cwl="rr4k seqread seqwrite" pwl=$( ((smoke)) && echo seqread || echo rr4k seqread)
 cat > "$out/config.json" <<JSON
 {"smoke": $smoke, "reps": $reps, "runtime": $rt, "exps": $(js "${exps//,/ }"),
- "compare_reps": $((chalf * $(echo $swaps | wc -w))), "cwl": $(js "$cwl"), "pwl": $(js "$pwl"),
+ "compare_reps": $((chalf * $(echo $swaps | wc -w))), "cwl": $(js "$cwl"), "pwl": $(js "$pwl"), "profile_pairs": $ppairs,
  "segs": $(js "$segs"), "bss": $(js "$bss"), "abss": $(js "$abss"), "vwl": $(js "$vwl"),
  "ops": $(js "$ops"), "pops": $(js "$pops"), "persistent": $(js "$persist"), "jobs": $jobs, "ndomu": $ndomu}
 JSON
@@ -162,7 +164,7 @@ want compare && for p in $persist; do
         ((profile_in_compare && swap == 0)) && e="compare profile" bins=$perf
         ((calib_in_compare && swap == 0)) && e="calib $e"
         DOMU_EXTRA_BINS=$bins run $l "$T/xen-guest.sh" -l $l -2 -P -p "$p" -b 512 -t 900 \
-            "$(guest_script $l "${common[@]}" "REPS=$chalf" "REP0=$((swap * chalf))" SWAP=$swap "RT=$crt" "CWL='$cwl'" SEGS=32 "EXPS='$e'" PERSIST=$p PRT=$prt "PWL='$pwl'")"
+            "$(guest_script $l "${common[@]}" "REPS=$chalf" "REP0=$((swap * chalf))" SWAP=$swap "RT=$crt" "CWL='$cwl'" SEGS=32 "EXPS='$e'" PERSIST=$p PRT=$prt "PWL='$pwl'" PPAIRS=$ppairs)"
     done
 done
 want calib && ((!calib_in_compare)) && for p in $persist; do
@@ -170,7 +172,7 @@ want calib && ((!calib_in_compare)) && for p in $persist; do
         "$(guest_script bench-xen-calib-p$p "${common[@]}" "REPS=$creps" "RT=$crt" "CWL='$cwl'" SEGS=32 "EXPS=calib" PERSIST=$p)"
 done
 want profile && ((!profile_in_compare)) && DOMU_EXTRA_BINS=$perf run bench-xen-profile "$T/xen-guest.sh" -l bench-xen-profile -2 -P -p 0 -b 512 -t 600 \
-    "$(guest_script bench-xen-profile "${common[@]}" "RT=$prt" SEGS=32 "EXPS=profile" PERSIST=0 "PWL='$pwl'")"
+    "$(guest_script bench-xen-profile "${common[@]}" "RT=$prt" SEGS=32 "EXPS=profile" PERSIST=0 "PWL='$pwl'" PPAIRS=$ppairs)"
 # The profile's lines, from whichever boot ran it (report.py reads the same).
 want profile && grep -ah '^PROFILE' "$LOGDIR"/bench-xen-*.log | tr -d '\r' > "$out/profile.txt"
 want virtio && run bench-virtio "$T/virtio-guest.sh" -l bench-virtio -d 1G -t $((smoke ? 240 : 900)) \

@@ -107,21 +107,6 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         self.cancel_id(id);
     }
 
-    /// A grant the pool could not give: the grant table is out of
-    /// references or the pool of entries is (the request is retried when
-    /// blk-mq reruns the queue), anything else is a bug that retrying
-    /// would not fix.
-    fn out_of_grants(&mut self, e: GrantError) -> QueueError {
-        match e {
-            GrantError::NoGrantRefs => {
-                self.stats.out_of_grants += 1;
-                QueueError::Busy
-            }
-            GrantError::Exhausted => QueueError::Busy,
-            _ => QueueError::Io,
-        }
-    }
-
     fn prepare_rw<M: Memory<Frame = F>>(
         &mut self,
         mem: &mut M,
@@ -178,6 +163,10 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
 
     /// Grants the `nr` mapped segments of request `id` (bouncing writes,
     /// recording reads to copy back) and fills `segs`.
+    ///
+    /// The loop every segment of every request goes through, under the
+    /// ring lock: the slot and the request's ranges of the flat buffers
+    /// are looked up once, not per segment.
     fn grant_segments<M: Memory<Frame = F>>(
         &mut self,
         mem: &mut M,
@@ -185,46 +174,54 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         id: u32,
         nr: u32,
     ) -> Result<(), QueueError> {
-        let idu = id as usize;
+        let (idu, nr) = (id as usize, nr as usize);
         let base = idu * self.geo.wire_max as usize;
         let readonly = op.backend_reads_only();
+        let copy_data = self.n.copy_data;
+        let Self {
+            pool,
+            slots,
+            grants,
+            copies,
+            mapped,
+            segs,
+            stats,
+            ..
+        } = self;
+        let io = QueueError::Io;
+        let slot = slots.as_mut().get_mut(idu).ok_or(io)?;
+        let mapped = mapped.as_ref().get(..nr).ok_or(io)?;
+        let handles = grants.as_mut().get_mut(base..).ok_or(io)?;
+        let copies = copies.as_mut().get_mut(base..).unwrap_or(&mut []);
+        let segs = segs.as_mut().get_mut(..nr).ok_or(io)?;
+        if handles.len() < nr {
+            return Err(io);
+        }
         let mut copied = 0u64;
-        for i in 0..nr as usize {
-            let m = *self.mapped.as_ref().get(i).ok_or(QueueError::Io)?;
+        for ((m, handle), seg) in mapped.iter().zip(handles.iter_mut()).zip(segs.iter_mut()) {
             let data = mem.frame_in_page(m.page, m.frame_offset);
-            let g = match self.pool.get(mem, data, readonly) {
-                Ok(g) => g,
-                Err(e) => return Err(self.out_of_grants(e)),
-            };
+            let g = pool
+                .get(mem, data, readonly)
+                .map_err(|e| out_of_grants(stats, e))?;
             // Recorded before anything else can fail, so that the grant is
             // given back with the slot's others.
-            let s = self.slots.as_mut().get_mut(idu).ok_or(QueueError::Io)?;
-            *self
-                .grants
-                .as_mut()
-                .get_mut(base + i)
-                .ok_or(QueueError::Io)? = g.handle;
-            s.grants += 1;
-            if self.n.copy_data {
-                let cs = CopySeg::new(data, g.frame, &m);
+            *handle = g.handle;
+            slot.grants += 1;
+            if copy_data {
+                let cs = CopySeg::new(data, g.frame, m);
                 if readonly {
                     mem.copy(data, cs.off, g.frame, cs.off, cs.len)
-                        .map_err(|_| QueueError::Io)?;
+                        .map_err(|_| io)?;
                     copied += u64::from(cs.len);
                 } else {
-                    let k = s.copies as usize;
-                    *self
-                        .copies
-                        .as_mut()
-                        .get_mut(base + k)
-                        .ok_or(QueueError::Io)? = cs;
-                    s.copies += 1;
+                    *copies.get_mut(slot.copies as usize).ok_or(io)? = cs;
+                    slot.copies += 1;
                 }
             }
-            *self.segs.as_mut().get_mut(i).ok_or(QueueError::Io)? = m.to_blkif(g.gref);
+            *seg = m.to_blkif(g.gref);
         }
         if copied != 0 {
-            let _ = self.pool.account_copy(copied);
+            let _ = pool.account_copy(copied);
         }
         Ok(())
     }
@@ -256,7 +253,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
             };
             let g = match self.pool.get(mem, own, true) {
                 Ok(g) => g,
-                Err(e) => return Err(self.out_of_grants(e)),
+                Err(e) => return Err(out_of_grants(&mut self.stats, e)),
             };
             let s = self.slots.as_mut().get_mut(idu).ok_or(QueueError::Io)?;
             *self
@@ -288,5 +285,19 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
             .get(..pages as usize)
             .unwrap_or(&[]);
         encode_indirect(hdr, nr, grefs, self.geo.wire_max).map_err(|_| QueueError::Io)
+    }
+}
+
+/// A grant the pool could not give: the grant table is out of references
+/// or the pool of entries is (the request is retried when blk-mq reruns the
+/// queue), anything else is a bug that retrying would not fix.
+fn out_of_grants(stats: &mut RingStats, e: GrantError) -> QueueError {
+    match e {
+        GrantError::NoGrantRefs => {
+            stats.out_of_grants += 1;
+            QueueError::Busy
+        }
+        GrantError::Exhausted => QueueError::Busy,
+        _ => QueueError::Io,
     }
 }

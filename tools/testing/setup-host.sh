@@ -9,7 +9,7 @@ set -euo pipefail
 host_pkgs=(clang-19 lld-19 llvm-19 libclang-19-dev flex bison bc libelf-dev
     libssl-dev cpio busybox-static qemu-system-x86 debootstrap e2fsprogs kmod
     python3 make gcc libc6-dev git xz-utils zstd fio gnuplot-nox fdisk linux-perf
-    libxen-dev)
+    libxen-dev valgrind)
 missing=()
 for p in "${host_pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")

@@ -16,11 +16,11 @@
 # Usage: datapath-instructions.sh [--base REV] [SEGS...]   (default 1 32 256)
 #   --base REV  also count REV (a git worktree of it, with this example) and
 #               print both side by side.
-# Needs valgrind (apt-get install valgrind). Figures only: exits non-zero
+# Needs valgrind (setup-host.sh installs it). Figures only: exits non-zero
 # when a run fails, never because a figure is high.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
-command -v valgrind > /dev/null || die "valgrind is not installed (apt-get install valgrind)"
+command -v valgrind > /dev/null || die "valgrind is not installed (tools/testing/setup-host.sh installs it)"
 
 base=
 segs=()

@@ -315,7 +315,8 @@ fn main() -> ExitCode {
     let wanted: Vec<String> = args.collect();
     for w in &wanted {
         if !TARGETS.iter().any(|t| t.name == w) {
-            eprintln!("unknown target {w}; targets: xenstore_values, virtio_config");
+            let names: Vec<&str> = TARGETS.iter().map(|t| t.name).collect();
+            eprintln!("unknown target {w}; targets: {}", names.join(", "));
             return ExitCode::from(2);
         }
     }

@@ -212,17 +212,23 @@ fault_injection_disk() {
     check "insmod xen_blkfront_rs" insmod /lib/modules/xen_blkfront_rs.ko
     for i in $(seq 1 40); do [ -e /sys/block/$1 ] && break; sleep 0.25; done
     [ -e /sys/block/$1 ] && ok "disk $1 appears" || { not_ok "disk $1 appears"; return 1; }
-    DBG=/sys/kernel/debug/xen_blkfront_rs-$1
+    DBG=/sys/kernel/debug/xen_blkfront_rs-$1 FI_DISK=$1
     [ -w $DBG/inject ] && ok "fault-injection file present" || { not_ok "fault-injection file $DBG/inject present"; return 1; }
 }
 # dstat NAME: a counter of DBG/stats (see fault_injection_disk).
 dstat() { sed -n "s/^$1: //p" $DBG/stats; }
-# fio_on_rings WHEN: waits (at most 30 s) until the rings hold fio's
-# requests (16 grants in use) and checks that they do, WHEN.
+# fio_on_rings WHEN: waits (at most 60 s) until 16 of fio's requests are
+# in flight on the disk of fault_injection_disk, and checks that they are
+# (and hold grants), WHEN. Grants in use alone said too little: one 64 KiB
+# write holds 17.
 fio_on_rings() {
-    local n=0
-    while [ "$(dstat grants_in_use)" -lt 16 ] && [ $n -lt 60 ]; do sleep 0.5; n=$((n + 1)); done
-    check "fio has requests on the rings $1 ($(dstat grants_in_use) grants in use)" test "$(dstat grants_in_use)" -ge 16
+    local n=0 inflight grants
+    while [ "$(awk '{ print $1 + $2 }' /sys/block/$FI_DISK/inflight)" -lt 16 ] && [ $n -lt 120 ]; do
+        sleep 0.5; n=$((n + 1))
+    done
+    inflight=$(awk '{ print $1 + $2 }' /sys/block/$FI_DISK/inflight) grants=$(dstat grants_in_use)
+    check "fio has requests on the rings $1 ($inflight in flight, $grants grants in use)" \
+        [ "$inflight" -ge 16 -a "$grants" -ge 16 ]
 }
 # ---- the userspace blkif backend (tools/testing/xen-backend) ---------------
 # It serves a vbd from dom0 when asked through xen/us-backend: US_DEVID

@@ -13,14 +13,20 @@ fault_injection_disk $D || { finish; exit; }
 vbd=$(basename "$(readlink /sys/block/$D/device)")
 dmesg -c >/dev/null
 
+# 24 writes in flight against dom0's throttled disk. At 8 IOPS the 16
+# that were in flight drained while a slow guest froze for the save (a
+# KASAN domU under a loaded host, 2026-12-04: 0 held); from the save on
+# it serves 1 IOPS, so 24 outlast the freezer's 20 s timeout (as in
+# xen-suspend.sh).
 echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 8 0 0"
 sleep 2
 fio --name=held --filename=/dev/$D --direct=1 --ioengine=libaio \
-    --iodepth=16 --rw=randwrite --bs=64k --size=64M --time_based --runtime=600 \
+    --iodepth=24 --rw=randwrite --bs=64k --size=64M --time_based --runtime=600 \
     > /tmp/fio-held.log 2>&1 &
 FIO=$!
 fio_on_rings "before the save"
 check "inject: hold-reconnect" sh -c "echo hold-reconnect > $DBG/inject"
+echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 1 0 0"
 echo "DOM0-CMD: sh /run/payload/save-restore"
 for i in $(seq 1 360); do dmesg | grep -q "not reconnecting" && break; sleep 0.5; done
 echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 0 0 0"

@@ -42,13 +42,15 @@ restore_with() {
     local n0 held rc bs=64k depth=${6:-16}
     [ -n "${4:-}" ] && bs=128k
     n0=$(dmesg | grep -c "xen_blkfront_rs.*reconnected")
-    # 2 IOPS: the 16 in flight outlast a slow freeze (see xen-suspend.sh).
+    # 2 IOPS while fio fills the rings, 1 from the save on: the 16 in
+    # flight outlast a slow freeze (see xen-suspend.sh).
     echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 2 0 0"
     fio --name=narrow --filename=/dev/$D --ioengine=libaio --iodepth=$depth --direct=1 \
         --rw=randwrite --bs=$bs --offset=160M --size=16M --verify=crc32c --verify_fatal=1 \
         --output=/tmp/fio-narrow.out > /dev/null 2>&1 &
     local fio_pid=$!
     fio_on_rings_stats "$3"
+    echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 1 0 0"
     echo "DOM0-CMD: echo $1 > $P/max_queues; echo $2 > $P/feature_persistent; ${4:+MAX_INDIRECT=$4 }${5:+MAX_RING_ORDER=$5 }sh /run/payload/save-restore"
     for i in $(seq 1 360); do
         [ "$(dmesg | grep -c "xen_blkfront_rs.*reconnected")" -gt "$n0" ] && break

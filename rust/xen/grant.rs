@@ -180,20 +180,13 @@ impl GrantTable {
         if self.left == 0 {
             self.refill()?;
         }
-        // SAFETY: `head` holds `left` > 0 unclaimed references.
-        let r = unsafe { bindings::rxen_gnttab_claim_grant_reference(&mut self.head) };
+        // SAFETY: `head` holds `left` > 0 unclaimed references; by
+        // `Frame`'s invariant the page stays allocated while granted.
+        let r = unsafe {
+            bindings::rxen_gnttab_grant_page(&mut self.head, self.domid, frame.0.as_ptr(), readonly)
+        };
         let gref = u32::try_from(r).map_err(|_| ENOSPC)?;
         self.left -= 1;
-        // SAFETY: `gref` is ours; by `Frame`'s invariant the page stays
-        // allocated while granted.
-        unsafe {
-            bindings::rxen_gnttab_grant_foreign_access_ref(
-                gref,
-                self.domid,
-                frame.0.as_ptr(),
-                readonly,
-            )
-        };
         Ok(gref)
     }
 
@@ -235,43 +228,56 @@ pub fn for_each_request_frame<T: crate::blkmq::Operations>(
     rq: &mut crate::blkmq::Request<T>,
     mut f: impl FnMut(Frame, u32, u32) -> Result,
 ) -> Result<u32> {
+    /// Entries copied out of the scatterlist per call.
+    const BATCH: usize = 16;
     let n = rq.map_sg()?;
     let mut sg = rq.sg_ptr().cast::<bindings::scatterlist>();
-    for i in 0..n {
-        if sg.is_null() {
+    let mut entries = [const {
+        bindings::rxen_sg_entry {
+            page: core::ptr::null_mut(),
+            offset: 0,
+            length: 0,
+        }
+    }; BATCH];
+    let mut todo = n as usize;
+    while todo > 0 {
+        // SAFETY: `sg` is the first of the `todo` entries left of the `n`
+        // that `map_sg` filled in the request's scatterlist (rust/blkmq
+        // invariant; the last one carries the end mark), or NULL; `entries`
+        // has room for `BATCH`.
+        let got = unsafe { bindings::rxen_sg_read(&mut sg, entries.as_mut_ptr(), BATCH as u32) };
+        let got = (got as usize).min(todo);
+        if got == 0 {
             return Err(EIO);
         }
-        let mut off = 0u32;
-        let mut len = 0u32;
-        // SAFETY: `sg` is one of the `n` entries `map_sg` filled in the
-        // request's scatterlist (rust/blkmq invariant).
-        let page = unsafe { bindings::rxen_sg_info(sg, &mut off, &mut len) };
-        let mut page = NonNull::new(page).ok_or(EIO)?;
-        // An entry is physically contiguous but may cross page boundaries
-        // (the block layer merges adjacent pages up to max_segment_size
-        // unless seg_boundary_mask forbids it): hand it out page by page.
-        let mut off = off as usize;
-        let mut left = len as usize;
-        while off >= XEN_PAGE_SIZE {
-            // SAFETY: the entry's range starts `off` bytes into a
-            // contiguous run beginning at `page`.
-            page = NonNull::new(unsafe { bindings::rxen_page_add(page.as_ptr(), 1) }).ok_or(EIO)?;
-            off -= XEN_PAGE_SIZE;
-        }
-        while left > 0 {
-            let chunk = left.min(XEN_PAGE_SIZE - off);
-            f(Frame(page), off as u32, chunk as u32)?;
-            left -= chunk;
-            off = 0;
-            if left > 0 {
-                // SAFETY: as above, the run continues into the next page.
+        todo -= got;
+        for e in entries.iter().take(got) {
+            let mut page = NonNull::new(e.page).ok_or(EIO)?;
+            // An entry is physically contiguous but may cross page
+            // boundaries (the block layer merges adjacent pages up to
+            // max_segment_size unless seg_boundary_mask forbids it): hand
+            // it out page by page.
+            let mut off = e.offset as usize;
+            let mut left = e.length as usize;
+            while off >= XEN_PAGE_SIZE {
+                // SAFETY: the entry's range starts `off` bytes into a
+                // contiguous run beginning at `page`.
                 page = NonNull::new(unsafe { bindings::rxen_page_add(page.as_ptr(), 1) })
                     .ok_or(EIO)?;
+                off -= XEN_PAGE_SIZE;
             }
-        }
-        if i + 1 < n {
-            // SAFETY: as above; `sg_next` follows the table.
-            sg = unsafe { bindings::rxen_sg_next(sg) };
+            while left > 0 {
+                let chunk = left.min(XEN_PAGE_SIZE - off);
+                f(Frame(page), off as u32, chunk as u32)?;
+                left -= chunk;
+                off = 0;
+                if left > 0 {
+                    // SAFETY: as above, the run continues into the next
+                    // page.
+                    page = NonNull::new(unsafe { bindings::rxen_page_add(page.as_ptr(), 1) })
+                        .ok_or(EIO)?;
+                }
+            }
         }
     }
     Ok(n)

@@ -236,13 +236,21 @@ int rxen_gnttab_alloc_grant_references(u16 count, u32 *head)
 	return err;
 }
 
-int rxen_gnttab_claim_grant_reference(u32 *head)
+/*
+ * The two calls blkfront makes for every segment it grants
+ * (gnttab_claim_grant_reference, gnttab_page_grant_foreign_access_ref_one),
+ * in one call from Rust: one crossing per segment, not two.
+ */
+int rxen_gnttab_grant_page(u32 *head, u16 domid, struct page *page, bool readonly)
 {
 	grant_ref_t h = *head;
 	int ref;
 
 	ref = gnttab_claim_grant_reference(&h);
+	if (ref < 0)
+		return ref;
 	*head = h;
+	gnttab_page_grant_foreign_access_ref_one(ref, domid, page, readonly);
 	return ref;
 }
 
@@ -254,12 +262,6 @@ void rxen_gnttab_free_grant_references(u32 head)
 void rxen_gnttab_free_grant_reference(u32 ref)
 {
 	gnttab_free_grant_reference(ref);
-}
-
-void rxen_gnttab_grant_foreign_access_ref(u32 ref, u16 domid, struct page *page,
-					  bool readonly)
-{
-	gnttab_page_grant_foreign_access_ref_one(ref, domid, page, readonly);
 }
 
 int rxen_gnttab_try_end_foreign_access(u32 ref)
@@ -292,17 +294,25 @@ void rxen_free_page(struct page *page)
 	__free_page(page);
 }
 
-struct scatterlist *rxen_sg_next(struct scatterlist *sg)
+/*
+ * A batch of entries per call from Rust, not two calls per entry (the walk
+ * runs for every segment of every request).
+ */
+unsigned int rxen_sg_read(struct scatterlist **sg, struct rxen_sg_entry *out,
+			  unsigned int max)
 {
-	return sg_next(sg);
-}
+	struct scatterlist *s = *sg;
+	unsigned int n = 0;
 
-struct page *rxen_sg_info(struct scatterlist *sg, unsigned int *offset,
-			  unsigned int *len)
-{
-	*offset = sg->offset;
-	*len = sg->length;
-	return sg_page(sg);
+	while (s && n < max) {
+		out[n].page = sg_page(s);
+		out[n].offset = s->offset;
+		out[n].length = s->length;
+		n++;
+		s = sg_next(s);
+	}
+	*sg = s;
+	return n;
 }
 
 struct page *rxen_page_add(struct page *page, unsigned long n)

@@ -90,12 +90,13 @@ void rxen_irq_lateeoi(unsigned int irq, bool spurious);
 
 /* ---- grant table ---- */
 int rxen_gnttab_alloc_grant_references(u16 count, u32 *head);
-/* Returns a grant reference (>= 0) or -ENOSPC. */
-int rxen_gnttab_claim_grant_reference(u32 *head);
+/*
+ * Claims a reference from head and grants domid access to page through it:
+ * the reference (>= 0), or -ENOSPC with nothing claimed.
+ */
+int rxen_gnttab_grant_page(u32 *head, u16 domid, struct page *page, bool readonly);
 void rxen_gnttab_free_grant_references(u32 head);
 void rxen_gnttab_free_grant_reference(u32 ref);
-void rxen_gnttab_grant_foreign_access_ref(u32 ref, u16 domid, struct page *page,
-					  bool readonly);
 /* 1 if the backend no longer maps ref (ref then freed), 0 if still mapped. */
 int rxen_gnttab_try_end_foreign_access(u32 ref);
 /* End access eventually; page (may be NULL) is put when the backend lets go. */
@@ -103,11 +104,19 @@ void rxen_gnttab_end_foreign_access(u32 ref, struct page *page);
 
 /* ---- scatterlists (filled by blk_rq_map_sg) ---- */
 struct scatterlist;
-/* The next entry, or NULL after the last one. */
-struct scatterlist *rxen_sg_next(struct scatterlist *sg);
-/* Page, offset and length of one entry. */
-struct page *rxen_sg_info(struct scatterlist *sg, unsigned int *offset,
-			  unsigned int *len);
+/* One scatterlist entry, as rxen_sg_read copies it out. */
+struct rxen_sg_entry {
+	struct page *page;
+	unsigned int offset;
+	unsigned int length;
+};
+/*
+ * Copies the entries from *sg on (following chained tables) to out, at
+ * most max, and moves *sg past them (NULL after the last entry): how many
+ * were copied, fewer than max only at the end of the list.
+ */
+unsigned int rxen_sg_read(struct scatterlist **sg, struct rxen_sg_entry *out,
+			  unsigned int max);
 
 /* ---- pages ---- */
 /* The page n pages after page (physically contiguous range). */

@@ -29,7 +29,11 @@ use crate::blkcore::{
         Status, //
     },
     limits::QueueLimits,
-    mapping::Piece,
+    mapping::{
+        map_piece,
+        MapError,
+        Piece, //
+    },
     naming::{
         self,
         DiskName, //
@@ -157,20 +161,28 @@ impl blkmq::Operations for BlkOps {
             qd.requeued_as_bios.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
-        // The request's pages are listed before the ring lock is taken:
-        // interrupts stay on while the bio is walked (the scratch list has
-        // its own lock, taken before the ring's, never inside it).
-        let mut pieces = ring.scratch.lock();
-        pieces.clear();
+        // The request's pages are mapped to per-frame segments before the
+        // ring lock is taken: interrupts stay on while the bio is walked
+        // (the scratch list has its own lock, taken before the ring's,
+        // never inside it).
+        let mut segs = ring.scratch.lock();
+        segs.clear();
         if matches!(req, Request::Read { .. } | Request::Write { .. }) {
+            let full = MapError::TooManySegments {
+                max: u32::try_from(segs.capacity()).unwrap_or(u32::MAX),
+            };
+            let mut index = 0;
             let mapped = for_each_request_frame(&mut rq, |page, offset, len| {
-                pieces
-                    .push_within_capacity(Piece { page, offset, len })
-                    .map_err(|_| EIO)
+                let piece = Piece { page, offset, len };
+                index += 1;
+                map_piece(&piece, index - 1, |seg| {
+                    segs.push_within_capacity(seg).map_err(|_| full)
+                })
+                .map_err(|_| EIO)
             });
             if mapped.is_err() {
                 // No room before the first connect: retry once connected.
-                return Err(if pieces.capacity() == 0 {
+                return Err(if segs.capacity() == 0 {
                     blkmq::Status::RESOURCE
                 } else {
                     blkmq::Status::IOERR
@@ -185,7 +197,7 @@ impl blkmq::Operations for BlkOps {
                     QueueError::Busy
                 });
             }
-            let r = st.queue(rq, req, &pieces).map_err(|(rq, e)| {
+            let r = st.queue(rq, req, &segs).map_err(|(rq, e)| {
                 // Give the handle back to blk-mq: it keeps the request on
                 // error (retry for Busy, end with the status otherwise).
                 if e == QueueError::Nothing {
@@ -198,7 +210,7 @@ impl blkmq::Operations for BlkOps {
             }
             r
         });
-        drop(pieces);
+        drop(segs);
         match r {
             Ok(()) | Err(QueueError::Nothing) => Ok(()),
             Err(QueueError::Busy) => Err(blkmq::Status::RESOURCE),

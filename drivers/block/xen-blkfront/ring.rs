@@ -28,7 +28,7 @@ use crate::blkcore::{
         Status, //
     },
     grants::GrantStats,
-    mapping::Piece,
+    mapping::MappedSegment,
     negotiate::Negotiated,
     ring::FrontRing,
 };
@@ -95,11 +95,11 @@ pub(crate) struct Ring<O: BlockOps> {
     pub(crate) index: u32,
     /// The xenbus device, for log lines that name it.
     dev: ARef<kernel::device::Device>,
-    /// The pages of the request being queued, listed by the block glue
-    /// before it takes the ring lock; room for the most pieces one request
-    /// may have (sized when the backend connects).
+    /// The per-frame segments of the request being queued, mapped by the
+    /// block glue before it takes the ring lock; room for the most one
+    /// request may have (sized when the backend connects).
     #[pin]
-    pub(crate) scratch: SpinLock<KVec<Piece<Frame>>>,
+    pub(crate) scratch: SpinLock<KVec<MappedSegment<Frame>>>,
     #[pin]
     pub(crate) state: SpinLockIrq<RingState<O>>,
 }
@@ -388,13 +388,13 @@ impl<O: BlockOps> RingState<O> {
     }
 
     /// Puts one request on the ring (not yet visible to the backend: see
-    /// [`RingState::push`]). `pieces` are a read or write's data (listed
-    /// in [`Ring::scratch`]).
+    /// [`RingState::push`]). `segs` are a read or write's data (mapped in
+    /// [`Ring::scratch`]).
     pub(crate) fn queue(
         &mut self,
         rq: Rq<O>,
         req: Request,
-        pieces: &[Piece<Frame>],
+        segs: &[MappedSegment<Frame>],
     ) -> Result<(), (Rq<O>, QueueError)> {
         if self.broken || self.dead {
             return Err((rq, QueueError::Io));
@@ -402,14 +402,8 @@ impl<O: BlockOps> RingState<O> {
         let Some(io) = self.io.as_deref_mut() else {
             return Err((rq, QueueError::Busy));
         };
-        io.dp.queue(
-            &mut io.gt,
-            &mut self.front,
-            &mut self.pages,
-            rq,
-            req,
-            pieces,
-        )?;
+        io.dp
+            .queue(&mut io.gt, &mut self.front, &mut self.pages, rq, req, segs)?;
         self.pending_push = true;
         Ok(())
     }

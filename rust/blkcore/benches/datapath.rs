@@ -8,8 +8,8 @@ use std::hint::black_box;
 use blkcore::blkif::BlkifRequestSegment;
 use blkcore::grants::{GrantError, GrantMode, GrantOps, GrantPool, GrantRef, PoolEntry};
 use blkcore::mapping::{
-    encode_direct, encode_indirect, layout, map_pieces, write_indirect_page, Layout, MappedSegment,
-    Piece, RwHeader, RwOp,
+    encode_direct, encode_indirect, layout, map_pieces, Layout, MappedSegment, Piece, RwHeader,
+    RwOp,
 };
 use criterion::{criterion_group, criterion_main, Criterion};
 
@@ -57,8 +57,10 @@ fn map_request(
         Layout::Direct => encode_direct(&hdr, segs).unwrap(),
         Layout::Indirect { pages } => {
             let mut grefs = [0u32; 8];
+            for (s, d) in segs.iter().zip(page.chunks_exact_mut(8)) {
+                s.encode_into(d);
+            }
             for p in 0..pages {
-                write_indirect_page(segs, p, page).unwrap();
                 grefs[p as usize] = 9000 + p;
             }
             encode_indirect(&hdr, s.nr_segments, &grefs[..pages as usize], max).unwrap()

@@ -25,6 +25,7 @@ use super::blkif::{
     BlkifResponse,
     RingEntryBytes,
     BLKIF_MAX_RING_SIZE,
+    BLKIF_MAX_SEGMENTS_PER_REQUEST,
     BLKIF_OP_DISCARD,
     BLKIF_OP_FLUSH_DISKCACHE,
     BLKIF_OP_READ,
@@ -49,7 +50,6 @@ use super::mapping::{
     encode_indirect,
     layout,
     map_pieces,
-    write_indirect_page,
     Layout,
     MappedSegment,
     Piece,
@@ -192,6 +192,22 @@ pub fn wire_segments(n: &Negotiated, backend_max_indirect: u32) -> u32 {
         .min(backend_max_indirect)
         .min(super::negotiate::MAX_INDIRECT_SEGMENTS)
         .max(n.indirect_segments)
+}
+
+/// Maps a request's pieces to per-frame segments in `out` (the caller's
+/// scratch) before [`DataPath::queue`], outside the ring lock: the
+/// segments, or [`QueueError::Io`] for pieces no request can carry (fail
+/// the request). No pieces map to no segments (flush, discard).
+pub fn map_request<'a, F: Copy>(
+    pieces: &[Piece<F>],
+    out: &'a mut [MappedSegment<F>],
+) -> Result<&'a [MappedSegment<F>], QueueError> {
+    if pieces.is_empty() {
+        return Ok(&[]);
+    }
+    let max = u32::try_from(out.len()).unwrap_or(u32::MAX);
+    let n = map_pieces(pieces, max, out).map_err(|_| QueueError::Io)?;
+    out.get(..n.nr_segments as usize).ok_or(QueueError::Io)
 }
 
 /// What a block request asks the ring to do.
@@ -353,11 +369,10 @@ pub struct DataPath<S: Storage, F: Copy, Rq> {
     indirect: S::Buf<GrantHandle>,
     /// `ring_size * wire_max` copies back (only with `copy_data`).
     copies: S::Buf<CopySeg<F>>,
-    // Scratch space of the request being queued.
-    mapped: S::Buf<MappedSegment<F>>,
-    segs: S::Buf<BlkifRequestSegment>,
+    // Scratch space of the request being queued: its segments' wire
+    // descriptors (`wire_max` of 8 bytes), its indirect pages' grants.
+    desc: S::Buf<u8>,
     indirect_grefs: S::Buf<GrantRef>,
-    page_buf: S::Buf<u8>,
     last_purge_ms: u64,
     /// Passes since the clock was last read for the purge.
     purge_countdown: u32,

@@ -11,19 +11,21 @@
 //! negotiated maximum.
 //!
 //! The flow for a read/write:
-//! 1. [`map_pieces`] into caller storage -> [`MappedSegment`]s;
+//! 1. [`map_piece`] (or [`map_pieces`]) into caller storage ->
+//!    [`MappedSegment`]s;
 //! 2. grant each segment's frame (`GrantPool::get`) and turn it into a
-//!    [`BlkifRequestSegment`] with [`MappedSegment::to_blkif`];
+//!    [`BlkifRequestSegment`] with [`MappedSegment::to_blkif`], whose 8
+//!    wire bytes are the descriptor;
 //! 3. [`layout`] says direct or indirect; direct: [`encode_direct`];
-//!    indirect: grant [`Layout::Indirect::pages`] pages, fill them with
-//!    [`write_indirect_page`], then [`encode_indirect`].
+//!    indirect: grant [`Layout::Indirect::pages`] pages, copy the
+//!    descriptors into them, 512 per page, then [`encode_indirect`].
 
 use super::blkif::{
     BlkifRequest, BlkifRequestDiscard, BlkifRequestIndirect, BlkifRequestSegment, RingEntryBytes,
     BLKIF_DISCARD_SECURE, BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST, BLKIF_MAX_INDIRECT_SEGMENTS,
     BLKIF_MAX_SEGMENTS_PER_REQUEST, BLKIF_OP_DISCARD, BLKIF_OP_FLUSH_DISKCACHE, BLKIF_OP_INDIRECT,
-    BLKIF_OP_READ, BLKIF_OP_WRITE, BLKIF_OP_WRITE_BARRIER, BLKIF_SEGMENT_SIZE, SECTOR_SIZE,
-    SEGS_PER_INDIRECT_FRAME, XEN_PAGE_SIZE,
+    BLKIF_OP_READ, BLKIF_OP_WRITE, BLKIF_OP_WRITE_BARRIER, SECTOR_SIZE, SEGS_PER_INDIRECT_FRAME,
+    XEN_PAGE_SIZE,
 };
 use super::grants::GrantRef;
 use super::negotiate::FlushKind;
@@ -120,6 +122,53 @@ pub struct MapSummary {
     pub nr_sectors: u64,
 }
 
+/// Splits one piece into per-frame segments, handing each to `out` (which
+/// fails with [`MapError::TooManySegments`] when it has no room). `index`
+/// names the piece in errors.
+///
+/// The one mapping function: [`map_pieces`] runs it over a request, the
+/// kernel driver over each page of the request's scatterlist as it walks
+/// it, before it takes the ring lock.
+#[inline]
+pub fn map_piece<P: Copy>(
+    p: &Piece<P>,
+    index: usize,
+    mut out: impl FnMut(MappedSegment<P>) -> Result<(), MapError>,
+) -> Result<(), MapError> {
+    if p.len == 0 {
+        return Err(MapError::EmptyPiece(index));
+    }
+    if (p.offset | p.len) % SECTOR_SIZE != 0 {
+        return Err(MapError::Misaligned(index));
+    }
+    let in_frame = p.offset % XEN_PAGE_SIZE;
+    if p.len <= XEN_PAGE_SIZE - in_frame {
+        // The common case (a kernel page is one Xen frame): one segment.
+        return out(MappedSegment {
+            page: p.page,
+            frame_offset: p.offset - in_frame,
+            first_sect: (in_frame / SECTOR_SIZE) as u8,
+            last_sect: ((in_frame + p.len) / SECTOR_SIZE - 1) as u8,
+        });
+    }
+    let end = p.offset.checked_add(p.len).ok_or(MapError::Overflow)?;
+    let mut pos = p.offset;
+    while pos < end {
+        let frame_offset = pos - pos % XEN_PAGE_SIZE;
+        let part_end = end.min(frame_offset.saturating_add(XEN_PAGE_SIZE));
+        let first = (pos - frame_offset) / SECTOR_SIZE;
+        let nsect = (part_end - pos) / SECTOR_SIZE;
+        out(MappedSegment {
+            page: p.page,
+            frame_offset,
+            first_sect: first as u8,
+            last_sect: (first + nsect - 1) as u8,
+        })?;
+        pos = part_end;
+    }
+    Ok(())
+}
+
 /// Splits `pieces` into per-frame segments, written to `out`.
 ///
 /// `max_segments` is the negotiated per-request limit
@@ -132,47 +181,17 @@ pub fn map_pieces<P: Copy>(
 ) -> Result<MapSummary, MapError> {
     let limit = max_segments.clamp(BLKIF_MAX_SEGMENTS_PER_REQUEST, BLKIF_MAX_INDIRECT_SEGMENTS);
     let cap = out.len().min(limit as usize);
-    // One pass, one bounds check per segment: this runs for every segment
-    // of every request, under the ring lock.
     let mut slots = out.iter_mut().take(cap);
     let too_many = MapError::TooManySegments { max: cap as u32 };
     let mut sectors = 0u64;
     for (pi, p) in pieces.iter().enumerate() {
-        if p.len == 0 {
-            return Err(MapError::EmptyPiece(pi));
-        }
-        if (p.offset | p.len) % SECTOR_SIZE != 0 {
-            return Err(MapError::Misaligned(pi));
-        }
+        map_piece(p, pi, |seg| {
+            *slots.next().ok_or(too_many)? = seg;
+            Ok(())
+        })?;
         // Pieces are at most the block layer's segment size: the sum of
         // their sector counts cannot overflow.
         sectors += u64::from(p.len / SECTOR_SIZE);
-        let in_frame = p.offset % XEN_PAGE_SIZE;
-        if p.len <= XEN_PAGE_SIZE - in_frame {
-            // The common case (a kernel page is one Xen frame): one segment.
-            *slots.next().ok_or(too_many)? = MappedSegment {
-                page: p.page,
-                frame_offset: p.offset - in_frame,
-                first_sect: (in_frame / SECTOR_SIZE) as u8,
-                last_sect: ((in_frame + p.len) / SECTOR_SIZE - 1) as u8,
-            };
-            continue;
-        }
-        let end = p.offset.checked_add(p.len).ok_or(MapError::Overflow)?;
-        let mut pos = p.offset;
-        while pos < end {
-            let frame_offset = pos - pos % XEN_PAGE_SIZE;
-            let part_end = end.min(frame_offset.saturating_add(XEN_PAGE_SIZE));
-            let first = (pos - frame_offset) / SECTOR_SIZE;
-            let nsect = (part_end - pos) / SECTOR_SIZE;
-            *slots.next().ok_or(too_many)? = MappedSegment {
-                page: p.page,
-                frame_offset,
-                first_sect: first as u8,
-                last_sect: (first + nsect - 1) as u8,
-            };
-            pos = part_end;
-        }
     }
     // At most `cap` (<= 4096) segments were written.
     let n = (cap - slots.len()) as u32;
@@ -323,34 +342,6 @@ pub fn encode_flush(id: u64, handle: u16, barrier: bool) -> RingEntryBytes {
         ..BlkifRequest::default()
     }
     .encode()
-}
-
-/// Writes the descriptors that belong in indirect page `page_index`
-/// (segments `page_index*512 ..`) to the start of `page`, checking each
-/// one it writes (one pass: this runs for every segment of an indirect
-/// request). Returns how many were written.
-pub fn write_indirect_page(
-    segs: &[BlkifRequestSegment],
-    page_index: u32,
-    page: &mut [u8],
-) -> Result<u32, MapError> {
-    let start = (page_index as usize)
-        .checked_mul(SEGS_PER_INDIRECT_FRAME as usize)
-        .ok_or(MapError::Overflow)?;
-    let chunk = segs
-        .get(start..)
-        .unwrap_or(&[])
-        .iter()
-        .take(SEGS_PER_INDIRECT_FRAME as usize);
-    let mut written = 0u32;
-    for (s, d) in chunk.zip(page.chunks_exact_mut(BLKIF_SEGMENT_SIZE)) {
-        if s.byte_len().is_none() {
-            return Err(MapError::BadSegment(start + written as usize));
-        }
-        s.encode_into(d);
-        written += 1;
-    }
-    Ok(written)
 }
 
 /// Encodes an indirect read/write request of `nr_segments` segments whose

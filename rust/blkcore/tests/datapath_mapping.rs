@@ -208,10 +208,13 @@ fn encodes_indirect_one_mib() {
         .enumerate()
         .map(|(i, m)| m.to_blkif(1000 + i as u32))
         .collect();
+    // The data path copies each descriptor's 8 wire bytes into the page.
     let mut page = [0u8; 4096];
-    assert_eq!(write_indirect_page(&segs, 0, &mut page), Ok(256));
-    assert_eq!(write_indirect_page(&segs, 1, &mut page), Ok(0));
+    for (s, d) in segs.iter().zip(page.chunks_exact_mut(8)) {
+        s.encode_into(d);
+    }
     assert_eq!(indirect_segment(&page, 255).unwrap().gref, 1255);
+    assert_eq!(indirect_segment(&page, 255).unwrap().last_sect, 7);
     let hdr = RwHeader {
         op: RwOp::Read,
         id: 1,

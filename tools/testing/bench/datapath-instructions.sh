@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Instructions the Xen data path (rust/blkcore) executes per request and per
-# segment, submission and completion apart, counted by callgrind on the host
-# simulator (tools/testing/blkback-sim, example datapath_cost), which runs
+# segment, mapping (before the ring lock), submission and completion apart,
+# counted by callgrind on the host simulator (tools/testing/blkback-sim,
+# example datapath_cost), which runs
 # the code the kernel driver runs. A count, not a time: the same code gives
 # the same figure on any machine, so two revisions compare exactly, unlike
 # the domU profile under TCG (seeds.sh --exp profile), whose per-request
@@ -68,14 +69,17 @@ if [ -n "$base" ]; then
 fi
 for t in "${trees[@]}"; do build "$t"; done
 
-printf '%-10s %-10s %5s %9s %12s %12s %12s %9s\n' revision persistent segs requests submit/req complete/req total/req total/seg
+# map/req: mapping the request's pages to segments before the ring lock
+# (datapath::map_request; revisions before it mapped inside queue).
+printf '%-10s %-10s %5s %9s %9s %12s %12s %12s %9s\n' revision persistent segs requests map/req submit/req complete/req total/req total/seg
 for mode in p0 p1; do
     for n in "${segs[@]}"; do
         for i in "${!trees[@]}"; do
+            read -r _ m < <(count "${trees[$i]}" $mode "$n" '*datapath*map_request*')
             read -r reqs s < <(count "${trees[$i]}" $mode "$n" '*DataPath*::queue*')
             read -r _ c < <(count "${trees[$i]}" $mode "$n" '*DataPath*::drain*')
-            awk -v r="${labels[$i]:0:10}" -v p="${mode#p}" -v n="$n" -v q="$reqs" -v s="$s" -v c="$c" \
-                'BEGIN { printf "%-10s %-10s %5d %9d %12.0f %12.0f %12.0f %9.1f\n", r, p, n, q, s / q, c / q, (s + c) / q, (s + c) / q / n }'
+            awk -v r="${labels[$i]:0:10}" -v p="${mode#p}" -v n="$n" -v q="$reqs" -v m="$m" -v s="$s" -v c="$c" \
+                'BEGIN { printf "%-10s %-10s %5d %9d %9.0f %12.0f %12.0f %12.0f %9.1f\n", r, p, n, q, m / q, s / q, c / q, (m + s + c) / q, (m + s + c) / q / n }'
         done
     done
 done

@@ -83,12 +83,6 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         let size = geo.ring_size as usize;
         let wire = geo.wire_max as usize;
         let ind = geo.indirect_pages as usize;
-        let unset = MappedSegment {
-            page: placeholder,
-            frame_offset: 0,
-            first_sect: 0,
-            last_sect: 0,
-        };
         let unset_copy = CopySeg {
             data: placeholder,
             bounce: placeholder,
@@ -112,10 +106,8 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
             grants: S::buf(size * wire, || GrantHandle(0))?,
             indirect: S::buf(size * ind, || GrantHandle(0))?,
             copies: S::buf(if n.copy_data { size * wire } else { 0 }, || unset_copy)?,
-            mapped: S::buf(wire, || unset)?,
-            segs: S::buf(wire, BlkifRequestSegment::default)?,
+            desc: S::buf(wire * BLKIF_SEGMENT_SIZE, || 0)?,
             indirect_grefs: S::buf(ind, || 0)?,
-            page_buf: S::buf(XEN_PAGE_SIZE as usize, || 0)?,
             last_purge_ms: now_ms,
             purge_countdown: PURGE_CHECK_EVERY,
             notes: BackendNotes::default(),

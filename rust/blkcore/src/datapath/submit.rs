@@ -8,7 +8,10 @@ use super::*;
 impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
     /// Puts one request on the ring (not yet visible to the backend: push
     /// with [`FrontRing::push_requests_and_check_notify`] once per batch).
-    /// `pieces` are the request's data (reads and writes).
+    /// `segs` are the request's data (reads and writes), already split
+    /// into per-frame segments by
+    /// [`map_piece`](super::super::mapping::map_piece) or [`map_request`]: the
+    /// caller maps them before it takes the lock this runs under.
     ///
     /// On `Err` the request comes back untouched, nothing of it reached
     /// the ring, and every grant taken for it was given back.
@@ -19,7 +22,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         ring: &mut R,
         rq: Rq,
         req: Request,
-        pieces: &[Piece<F>],
+        segs: &[MappedSegment<F>],
     ) -> Result<(), (Rq, QueueError)> {
         if front.is_full() {
             self.stats.busy += 1;
@@ -32,10 +35,10 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
                 nr_sectors,
                 secure,
             } => self.prepare_discard(sector, nr_sectors, secure),
-            Request::Read { sector } => self.prepare_rw(mem, RwOp::Read, sector, pieces),
+            Request::Read { sector } => self.prepare_rw(mem, RwOp::Read, sector, segs),
             Request::Write { sector, fua } => {
                 let op = RwOp::for_data(true, fua, self.n.flush);
-                self.prepare_rw(mem, op, sector, pieces)
+                self.prepare_rw(mem, op, sector, segs)
             }
         };
         let r = r.and_then(|(id, entry)| {
@@ -112,12 +115,13 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         mem: &mut M,
         op: RwOp,
         sector: u64,
-        pieces: &[Piece<F>],
+        segs: &[MappedSegment<F>],
     ) -> Result<(u32, RingEntryBytes), QueueError> {
         let max = self.geo.wire_max;
-        // Pieces -> per-frame segments (the first `nr` of `mapped`).
-        let summary = map_pieces(pieces, max, self.mapped.as_mut()).map_err(|_| QueueError::Io)?;
-        let nr = summary.nr_segments;
+        let nr = u32::try_from(segs.len()).map_err(|_| QueueError::Io)?;
+        if nr == 0 || nr > max {
+            return Err(QueueError::Io);
+        }
         let lay = layout(
             nr,
             if self.n.indirect_segments != 0 {
@@ -134,17 +138,16 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         }
         // The response echoes `indirect_op` for indirect requests.
         let id = self.alloc_id(op.wire(), indirect, nr)?;
-        let r = self.grant_segments(mem, op, id, nr).and_then(|()| {
+        let r = self.grant_segments(mem, op, id, segs).and_then(|()| {
             let hdr = RwHeader {
                 op,
                 id: u64::from(id),
                 handle: self.handle,
                 sector,
             };
-            let segs = self.segs.as_ref().get(..nr as usize).unwrap_or(&[]);
             match lay {
                 Layout::Indirect { pages } => self.fill_indirect(mem, id, nr, pages, &hdr),
-                Layout::Direct => encode_direct(&hdr, segs).map_err(|_| QueueError::Io),
+                Layout::Direct => self.encode_direct(nr, &hdr),
             }
         });
         match r {
@@ -161,20 +164,22 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         }
     }
 
-    /// Grants the `nr` mapped segments of request `id` (bouncing writes,
-    /// recording reads to copy back) and fills `segs`.
+    /// Grants the segments of request `id` (bouncing writes, recording
+    /// reads to copy back) and writes their wire descriptors to `desc`.
     ///
     /// The loop every segment of every request goes through, under the
-    /// ring lock: the slot and the request's ranges of the flat buffers
-    /// are looked up once, not per segment.
+    /// ring lock, once: the slot and the request's ranges of the flat
+    /// buffers are looked up before it, and each descriptor is written
+    /// where the ring entry or the indirect pages take it from.
     fn grant_segments<M: Memory<Frame = F>>(
         &mut self,
         mem: &mut M,
         op: RwOp,
         id: u32,
-        nr: u32,
+        segs: &[MappedSegment<F>],
     ) -> Result<(), QueueError> {
-        let (idu, nr) = (id as usize, nr as usize);
+        let idu = id as usize;
+        let nr = segs.len();
         let base = idu * self.geo.wire_max as usize;
         let readonly = op.backend_reads_only();
         let copy_data = self.n.copy_data;
@@ -183,22 +188,29 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
             slots,
             grants,
             copies,
-            mapped,
-            segs,
+            desc,
             stats,
             ..
         } = self;
         let io = QueueError::Io;
         let slot = slots.as_mut().get_mut(idu).ok_or(io)?;
-        let mapped = mapped.as_ref().get(..nr).ok_or(io)?;
         let handles = grants.as_mut().get_mut(base..).ok_or(io)?;
         let copies = copies.as_mut().get_mut(base..).unwrap_or(&mut []);
-        let segs = segs.as_mut().get_mut(..nr).ok_or(io)?;
+        let desc = desc.as_mut().get_mut(..nr * BLKIF_SEGMENT_SIZE).ok_or(io)?;
         if handles.len() < nr {
             return Err(io);
         }
         let mut copied = 0u64;
-        for ((m, handle), seg) in mapped.iter().zip(handles.iter_mut()).zip(segs.iter_mut()) {
+        for ((m, handle), d) in segs
+            .iter()
+            .zip(handles.iter_mut())
+            .zip(desc.chunks_exact_mut(BLKIF_SEGMENT_SIZE))
+        {
+            // The caller's segment: a sector range inside one frame.
+            let wire = m.to_blkif(0);
+            if wire.byte_len().is_none() {
+                return Err(io);
+            }
             let data = mem.frame_in_page(m.page, m.frame_offset);
             let g = pool
                 .get(mem, data, readonly)
@@ -218,7 +230,11 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
                     slot.copies += 1;
                 }
             }
-            *seg = m.to_blkif(g.gref);
+            BlkifRequestSegment {
+                gref: g.gref,
+                ..wire
+            }
+            .encode_into(d);
         }
         if copied != 0 {
             let _ = pool.account_copy(copied);
@@ -226,7 +242,19 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         Ok(())
     }
 
-    /// Grants request `id`'s `pages` indirect pages, writes the segment
+    /// Encodes a direct request of the `nr` (at most 11) descriptors in
+    /// `desc`.
+    fn encode_direct(&self, nr: u32, hdr: &RwHeader) -> Result<RingEntryBytes, QueueError> {
+        let mut segs = [BlkifRequestSegment::default(); BLKIF_MAX_SEGMENTS_PER_REQUEST as usize];
+        let segs = segs.get_mut(..nr as usize).ok_or(QueueError::Io)?;
+        let desc = self.desc.as_ref().chunks_exact(BLKIF_SEGMENT_SIZE);
+        for (s, d) in segs.iter_mut().zip(desc) {
+            *s = BlkifRequestSegment::decode(d);
+        }
+        encode_direct(hdr, segs).map_err(|_| QueueError::Io)
+    }
+
+    /// Grants request `id`'s `pages` indirect pages, copies the segment
     /// descriptors into them and encodes the ring entry.
     fn fill_indirect<M: Memory<Frame = F>>(
         &mut self,
@@ -239,6 +267,14 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         let idu = id as usize;
         let ind = self.geo.indirect_pages as usize;
         let placeholder = *self.frames.as_ref().first().ok_or(QueueError::Io)?;
+        // Only the descriptors in use go to the pages (the backend reads
+        // `nr_segments` of them): 8 bytes each, not whole pages.
+        let used = self
+            .desc
+            .as_ref()
+            .get(..nr as usize * BLKIF_SEGMENT_SIZE)
+            .ok_or(QueueError::Io)?;
+        let mut chunks = used.chunks(XEN_PAGE_SIZE as usize);
         for p in 0..pages as usize {
             // Without copy_data each slot owns its indirect pages (after the
             // placeholder); with it the pool's bounce frame is used.
@@ -267,17 +303,8 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
                 .as_mut()
                 .get_mut(p)
                 .ok_or(QueueError::Io)? = g.gref;
-            // Only the descriptors in use go to the page (the backend reads
-            // `nr_segments` of them): 8 bytes each, not the whole page.
-            let segs = self.segs.as_ref().get(..nr as usize).unwrap_or(&[]);
-            let n = write_indirect_page(segs, p as u32, self.page_buf.as_mut())
-                .map_err(|_| QueueError::Io)?;
-            let used = self
-                .page_buf
-                .as_ref()
-                .get(..n as usize * BLKIF_SEGMENT_SIZE)
-                .ok_or(QueueError::Io)?;
-            mem.write(g.frame, 0, used).map_err(|_| QueueError::Io)?;
+            let chunk = chunks.next().ok_or(QueueError::Io)?;
+            mem.write(g.frame, 0, chunk).map_err(|_| QueueError::Io)?;
         }
         let grefs = self
             .indirect_grefs

@@ -27,6 +27,7 @@ use crate::blkif::{
     Request as WireRequest, //
 };
 use crate::datapath::{
+    map_request,
     wire_segments,
     DataPath,
     Drained,
@@ -42,7 +43,10 @@ use crate::grants::{
     GrantRef, //
 };
 use crate::host::VecStorage;
-use crate::mapping::Piece;
+use crate::mapping::{
+    MappedSegment,
+    Piece, //
+};
 use crate::negotiate::{
     Discard,
     FlushKind,
@@ -219,6 +223,14 @@ pub fn fuzz_datapath(data: &[u8]) -> Result<Outcome, Violation> {
         violation: None,
     };
     let mut open = Open::new();
+    // The caller's scratch for the mapped segments, as the kernel's.
+    let unset = MappedSegment {
+        page: 0,
+        frame_offset: 0,
+        first_sect: 0,
+        last_sect: 0,
+    };
+    let mut mapped = alloc::vec![unset; geo.wire_max as usize];
     let mut bad: Option<&'static str> = None;
     let mut tag = 0u32;
     let mut broken = false;
@@ -253,10 +265,10 @@ pub fn fuzz_datapath(data: &[u8]) -> Result<Outcome, Violation> {
                     Request::Read { sector }
                 };
                 let mut ring = SliceRing::new(&mut ring_mem);
-                if dp
-                    .queue(&mut mem, &mut front, &mut ring, tag, req, &pieces)
-                    .is_ok()
-                {
+                if map_request(&pieces, &mut mapped).is_ok_and(|segs| {
+                    dp.queue(&mut mem, &mut front, &mut ring, tag, req, segs)
+                        .is_ok()
+                }) {
                     open.insert(tag, ());
                 }
                 tag += 1;

@@ -7,6 +7,7 @@
 //! this file only owns the ring memory and hands out request tags.
 
 use blkcore::datapath::{
+    map_request,
     wire_segments,
     DataPath,
     Drained,
@@ -19,7 +20,7 @@ use blkcore::datapath::{
 };
 use blkcore::grants::{GrantRef, GrantStats};
 use blkcore::host::VecStorage;
-use blkcore::mapping::Piece;
+use blkcore::mapping::{MappedSegment, Piece};
 use blkcore::negotiate::{negotiate, FrontendParams, Negotiated};
 use blkcore::ring::{FrontRing, SharedRing, SliceRing};
 use blkcore::xenstore::SliceValues;
@@ -84,6 +85,9 @@ pub struct Frontend {
     ring: FrontRing,
     ring_mem: Vec<u8>,
     dp: DataPath<VecStorage, usize, u32>,
+    /// The mapped segments of the request being submitted (the kernel
+    /// maps them before it takes the ring lock).
+    mapped: Vec<MappedSegment<usize>>,
     next_tag: u32,
     broken: Option<Fault>,
     /// Notifications sent to the backend.
@@ -128,12 +132,19 @@ impl Frontend {
             .map(|_| gt.alloc_frames(1).expect("guest memory for the data path"))
             .collect();
         let dp = DataPath::new(&n, geo, 0, &frames, 0).expect("data path");
+        let unset = MappedSegment {
+            page: 0,
+            frame_offset: 0,
+            first_sect: 0,
+            last_sect: 0,
+        };
         Self {
             cfg,
             n,
             ring,
             ring_mem,
             dp,
+            mapped: vec![unset; geo.wire_max as usize],
             next_tag: 0,
             broken: None,
             notifies: 0,
@@ -191,10 +202,11 @@ impl Frontend {
             return Err(FrontError::Broken(f));
         }
         let tag = self.next_tag;
+        let segs = map_request(&r.pieces, &mut self.mapped).map_err(|_| FrontError::Io)?;
         let mut ring = SliceRing::new(&mut self.ring_mem);
         match self
             .dp
-            .queue(gt, &mut self.ring, &mut ring, tag, r.req, &r.pieces)
+            .queue(gt, &mut self.ring, &mut ring, tag, r.req, segs)
         {
             Ok(()) => {
                 self.next_tag = self.next_tag.wrapping_add(1);

@@ -198,6 +198,10 @@ pub fn wire_segments(n: &Negotiated, backend_max_indirect: u32) -> u32 {
 /// scratch) before [`DataPath::queue`], outside the ring lock: the
 /// segments, or [`QueueError::Io`] for pieces no request can carry (fail
 /// the request). No pieces map to no segments (flush, discard).
+///
+/// Out of line so that tools/testing/bench/datapath-instructions.sh counts
+/// it apart from the caller.
+#[inline(never)]
 pub fn map_request<'a, F: Copy>(
     pieces: &[Piece<F>],
     out: &'a mut [MappedSegment<F>],

@@ -4,11 +4,11 @@
 # Instructions the Xen data path (rust/blkcore) executes per request and per
 # segment, mapping (before the ring lock), submission and completion apart,
 # counted by callgrind on the host simulator (tools/testing/blkback-sim,
-# example datapath_cost), which runs
-# the code the kernel driver runs. A count, not a time: the same code gives
-# the same figure on any machine, so two revisions compare exactly, unlike
-# the domU profile under TCG (seeds.sh --exp profile), whose per-request
-# figures vary several-fold from run to run. Only blkcore's own functions
+# example datapath_cost), which runs the code the kernel driver runs. A
+# count, not a time: the same code gives the same figure on any machine,
+# so two revisions compare exactly, unlike the domU profile under TCG
+# (seeds.sh --exp profile), whose per-request figures vary several-fold
+# from run to run. Only blkcore's own functions
 # are counted: the simulated grant table and backend, and the kernel's
 # grant calls, are not (each costs the same for any revision).
 #

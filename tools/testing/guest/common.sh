@@ -217,18 +217,19 @@ fault_injection_disk() {
 }
 # dstat NAME: a counter of DBG/stats (see fault_injection_disk).
 dstat() { sed -n "s/^$1: //p" $DBG/stats; }
-# fio_on_rings WHEN: waits (at most 60 s) until 16 of fio's requests are
-# in flight on the disk of fault_injection_disk, and checks that they are
-# (and hold grants), WHEN. Grants in use alone said too little: one 64 KiB
-# write holds 17.
+# fio_on_rings WHEN MIN: waits (at most 60 s) until MIN of fio's requests
+# are in flight on the disk of fault_injection_disk, and checks that they
+# are (and hold grants), WHEN. Grants in use alone said too little: one
+# 64 KiB write holds 17. MIN below fio's depth: a completed request is
+# resubmitted a moment later.
 fio_on_rings() {
     local n=0 inflight grants
-    while [ "$(awk '{ print $1 + $2 }' /sys/block/$FI_DISK/inflight)" -lt 16 ] && [ $n -lt 120 ]; do
+    while [ "$(awk '{ print $1 + $2 }' /sys/block/$FI_DISK/inflight)" -lt $2 ] && [ $n -lt 120 ]; do
         sleep 0.5; n=$((n + 1))
     done
     inflight=$(awk '{ print $1 + $2 }' /sys/block/$FI_DISK/inflight) grants=$(dstat grants_in_use)
     check "fio has requests on the rings $1 ($inflight in flight, $grants grants in use)" \
-        [ "$inflight" -ge 16 -a "$grants" -ge 16 ]
+        [ "$inflight" -ge $2 -a "$grants" -ge 16 ]
 }
 # ---- the userspace blkif backend (tools/testing/xen-backend) ---------------
 # It serves a vbd from dom0 when asked through xen/us-backend: US_DEVID

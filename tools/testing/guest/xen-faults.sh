@@ -20,7 +20,7 @@ fio --thread --name=inflight --filename=/dev/$D --direct=1 --ioengine=libaio \
     --iodepth=16 --rw=randwrite --bs=64k --size=64M --time_based --runtime=60 \
     > /tmp/fio-fault.log 2>&1 &
 FIO=$!
-fio_on_rings "before the fault"
+fio_on_rings "before the fault" 8
 t0=$(cut -d. -f1 /proc/uptime)
 check "inject: break" sh -c "echo break > $DBG/inject"
 fio_fails_with_eio $FIO /tmp/fio-fault.log "the fault" $t0

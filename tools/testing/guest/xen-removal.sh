@@ -24,7 +24,7 @@ fio --name=held --filename=/dev/$D --direct=1 --ioengine=libaio \
     --iodepth=24 --rw=randwrite --bs=64k --size=64M --time_based --runtime=600 \
     > /tmp/fio-held.log 2>&1 &
 FIO=$!
-fio_on_rings "before the save"
+fio_on_rings "before the save" 16
 check "inject: hold-reconnect" sh -c "echo hold-reconnect > $DBG/inject"
 echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 1 0 0"
 echo "DOM0-CMD: sh /run/payload/save-restore"

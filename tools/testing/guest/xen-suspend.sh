@@ -33,6 +33,16 @@ exec 3</dev/$D
     echo 0 > /tmp/dd.rc
 ) &
 writer=$!
+# The writer pauses before dom0's disk is throttled, not just before the
+# save: a 32 MiB pass caught by the throttle (2 IOPS shared with fio) took
+# longer than the minute the script waited for it, the save went ahead
+# with dd in D state and the freezer gave up after 20 s (a clean-clone
+# run, 2026-12-04: "1 tasks refusing to freeze", no save).
+sleep 2
+touch /tmp/pause
+n=0
+while [ "$(cat /tmp/dd.state 2>/dev/null)" != idle ] && [ $n -lt 120 ]; do sleep 0.5; n=$((n + 1)); done
+check "writer paused for the save ($(cat /tmp/dd.passes 2>/dev/null | wc -l) passes)" [ "$(cat /tmp/dd.state)" = idle ]
 # Requests in flight at the suspend: dom0's disk is throttled to 2 IOPS and
 # an async writer (libaio, 24 deep, room left in the 32 tags for the dd
 # writer's 1 MiB) keeps the ring busy. The freezer stops
@@ -64,9 +74,6 @@ done
 # queue). The old queue's "write back" left in place would send flushes the
 # backend refuses.
 expect_eq "write cache before the save (backend offers flush)" "$(q $D write_cache)" "write back"
-touch /tmp/pause
-n=0
-while [ "$(cat /tmp/dd.state 2>/dev/null)" != idle ] && [ $n -lt 120 ]; do sleep 0.5; n=$((n + 1)); done
 echo "DOM0-CMD: echo 'write through' > /sys/block/vdb/cache_type"
 echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 1 0 0"
 echo "DOM0-CMD: sh /run/payload/save-restore"

@@ -54,7 +54,7 @@ misbehaviour of \`blkif-backend --misbehave NAME\` (tools/testing/xen-backend,
 Linux's C xen-blkfront in the same domU (guest/xen-hostile.sh): the backend
 behaves until the frontend has sent 64 requests, fio has requests in flight
 when it strikes, then the vbd is detached as \`xl block-detach\` does.
-Suite 35-debug-xen runs five of them again for ours on the
+Suite 35-debug-xen runs three of them again for ours on the
 debug kernel (KASAN, lockdep, kmemleak; all 23 passed there once, with no
 report).
 

@@ -171,11 +171,10 @@ impl blkmq::Operations for BlkOps {
             let full = MapError::TooManySegments {
                 max: u32::try_from(segs.capacity()).unwrap_or(u32::MAX),
             };
-            let mut index = 0;
+            // Which piece failed is not reported here (any failure fails
+            // the request): index 0.
             let mapped = for_each_request_frame(&mut rq, |page, offset, len| {
-                let piece = Piece { page, offset, len };
-                index += 1;
-                map_piece(&piece, index - 1, |seg| {
+                map_piece(&Piece { page, offset, len }, 0, |seg| {
                     segs.push_within_capacity(seg).map_err(|_| full)
                 })
                 .map_err(|_| EIO)

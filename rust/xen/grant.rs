@@ -161,6 +161,9 @@ impl GrantTable {
         }
     }
 
+    // Once per batch of references, out of the per-segment path.
+    #[cold]
+    #[inline(never)]
     fn refill(&mut self) -> Result {
         for n in [BATCH, 1] {
             let mut head = 0u32;
@@ -176,6 +179,9 @@ impl GrantTable {
 
     /// Grants the backend access to `frame`
     /// (`gnttab_grant_foreign_access_ref`), read-only if `readonly`.
+    ///
+    /// Inlined into the data path's grant loop: it runs for every segment.
+    #[inline(always)]
     pub fn grant(&mut self, frame: Frame, readonly: bool) -> Result<GrantRef> {
         if self.left == 0 {
             self.refill()?;

@@ -138,6 +138,7 @@ impl SharedRing for SharedPages {
 impl GrantOps for GrantTable {
     type Frame = Frame;
 
+    #[inline(always)]
     fn grant(&mut self, frame: Frame, readonly: bool) -> Result<GrantRef, GrantError> {
         GrantTable::grant(self, frame, readonly).map_err(|_| GrantError::NoGrantRefs)
     }

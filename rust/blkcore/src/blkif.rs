@@ -330,6 +330,7 @@ impl BlkifRequestSegment {
     }
 
     /// Encodes into the first 8 bytes of `b` (nothing if `b` is shorter).
+    #[inline]
     pub fn encode_into(&self, b: &mut [u8]) {
         // One 8-byte store: this runs for every segment of a request.
         let v = u64::from(self.gref)

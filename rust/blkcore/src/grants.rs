@@ -164,6 +164,12 @@ pub enum PutOutcome {
 }
 
 /// Counters of a pool (monotonic except `held` and `in_use`).
+///
+/// `get` and `put`, which run for every segment, count with plain
+/// (wrapping) adds, one instruction each: `held` and `in_use` are bounded
+/// by the pool's capacity and a 64-bit count of grants does not wrap, so
+/// only a bookkeeping bug could wrap one, and it would show as a huge value
+/// (the fuzz targets check the bounds) rather than be clamped out of sight.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GrantStats {
     /// Grant operations (`grant` calls that succeeded).
@@ -373,12 +379,12 @@ where
         }
         self.head = next;
         if reused {
-            self.stats.reused = self.stats.reused.saturating_add(1);
-            self.stats.held = self.stats.held.saturating_sub(1);
+            self.stats.reused = self.stats.reused.wrapping_add(1);
+            self.stats.held = self.stats.held.wrapping_sub(1);
         } else {
-            self.stats.granted = self.stats.granted.saturating_add(1);
+            self.stats.granted = self.stats.granted.wrapping_add(1);
         }
-        self.stats.in_use = self.stats.in_use.saturating_add(1);
+        self.stats.in_use = self.stats.in_use.wrapping_add(1);
         Ok(Grant {
             handle: GrantHandle(i),
             gref,
@@ -404,13 +410,13 @@ where
             _ => return Err(GrantError::BadHandle(h.0)),
         };
         let gref = e.gref;
-        self.stats.in_use = self.stats.in_use.saturating_sub(1);
+        self.stats.in_use = self.stats.in_use.wrapping_sub(1);
         let outcome = if ops.try_end_access(gref) {
             e.gref = INVALID_GRANT_REF;
-            self.stats.revoked = self.stats.revoked.saturating_add(1);
+            self.stats.revoked = self.stats.revoked.wrapping_add(1);
             Ok(PutOutcome::Revoked)
         } else if self.mode.persistent {
-            self.stats.held = self.stats.held.saturating_add(1);
+            self.stats.held = self.stats.held.wrapping_add(1);
             self.push_front(h.0);
             return Ok(PutOutcome::Kept);
         } else {
@@ -420,8 +426,8 @@ where
             // backend unmaps it) and free the entry, as teardown does.
             ops.end_access(gref);
             e.gref = INVALID_GRANT_REF;
-            self.stats.revoked = self.stats.revoked.saturating_add(1);
-            self.stats.deferred = self.stats.deferred.saturating_add(1);
+            self.stats.revoked = self.stats.revoked.wrapping_add(1);
+            self.stats.deferred = self.stats.deferred.wrapping_add(1);
             Err(GrantError::StillMapped(gref))
         };
         self.push_back(h.0);

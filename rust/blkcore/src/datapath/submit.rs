@@ -169,8 +169,10 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
     ///
     /// The loop every segment of every request goes through, under the
     /// ring lock, once: the slot and the request's ranges of the flat
-    /// buffers are looked up before it, and each descriptor is written
-    /// where the ring entry or the indirect pages take it from.
+    /// buffers are looked up before it (each exactly `segs.len()` long, so
+    /// the loop indexes them unchecked by construction), its counts are
+    /// kept in locals and written to the slot once, and each descriptor is
+    /// written where the ring entry or the indirect pages take it from.
     fn grant_segments<M: Memory<Frame = F>>(
         &mut self,
         mem: &mut M,
@@ -194,52 +196,60 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         } = self;
         let io = QueueError::Io;
         let slot = slots.as_mut().get_mut(idu).ok_or(io)?;
-        let handles = grants.as_mut().get_mut(base..).ok_or(io)?;
-        let copies = copies.as_mut().get_mut(base..).unwrap_or(&mut []);
+        let handles = grants.as_mut().get_mut(base..base + nr).ok_or(io)?;
         let desc = desc.as_mut().get_mut(..nr * BLKIF_SEGMENT_SIZE).ok_or(io)?;
-        if handles.len() < nr {
-            return Err(io);
-        }
+        // Reads copied back on completion: at most one per segment.
+        let copies = match copies.as_mut().get_mut(base..) {
+            Some(c) if copy_data => c.get_mut(..nr).ok_or(io)?,
+            _ => &mut [],
+        };
+        // What the loop did, for the slot even when it stops half way:
+        // the grants it took are given back with the slot's others.
+        let mut granted = 0u32;
+        let mut to_copy_back = 0u32;
         let mut copied = 0u64;
-        for ((m, handle), d) in segs
-            .iter()
-            .zip(handles.iter_mut())
-            .zip(desc.chunks_exact_mut(BLKIF_SEGMENT_SIZE))
-        {
-            // The caller's segment: a sector range inside one frame.
-            let wire = m.to_blkif(0);
-            if wire.byte_len().is_none() {
-                return Err(io);
-            }
-            let data = mem.frame_in_page(m.page, m.frame_offset);
-            let g = pool
-                .get(mem, data, readonly)
-                .map_err(|e| out_of_grants(stats, e))?;
-            // Recorded before anything else can fail, so that the grant is
-            // given back with the slot's others.
-            *handle = g.handle;
-            slot.grants += 1;
-            if copy_data {
-                let cs = CopySeg::new(data, g.frame, m);
-                if readonly {
-                    mem.copy(data, cs.off, g.frame, cs.off, cs.len)
-                        .map_err(|_| io)?;
-                    copied += u64::from(cs.len);
-                } else {
-                    *copies.get_mut(slot.copies as usize).ok_or(io)? = cs;
-                    slot.copies += 1;
+        let r = (|| {
+            for ((m, handle), d) in segs
+                .iter()
+                .zip(handles.iter_mut())
+                .zip(desc.chunks_exact_mut(BLKIF_SEGMENT_SIZE))
+            {
+                // The caller's segment: a sector range inside one frame.
+                let wire = m.to_blkif(0);
+                if wire.byte_len().is_none() {
+                    return Err(io);
                 }
+                let data = mem.frame_in_page(m.page, m.frame_offset);
+                let g = pool
+                    .get(mem, data, readonly)
+                    .map_err(|e| out_of_grants(stats, e))?;
+                *handle = g.handle;
+                granted += 1;
+                if copy_data {
+                    let cs = CopySeg::new(data, g.frame, m);
+                    if readonly {
+                        mem.copy(data, cs.off, g.frame, cs.off, cs.len)
+                            .map_err(|_| io)?;
+                        copied += u64::from(cs.len);
+                    } else {
+                        *copies.get_mut(to_copy_back as usize).ok_or(io)? = cs;
+                        to_copy_back += 1;
+                    }
+                }
+                BlkifRequestSegment {
+                    gref: g.gref,
+                    ..wire
+                }
+                .encode_into(d);
             }
-            BlkifRequestSegment {
-                gref: g.gref,
-                ..wire
-            }
-            .encode_into(d);
-        }
+            Ok(())
+        })();
+        slot.grants = granted;
+        slot.copies = to_copy_back;
         if copied != 0 {
             let _ = pool.account_copy(copied);
         }
-        Ok(())
+        r
     }
 
     /// Encodes a direct request of the `nr` (at most 11) descriptors in

@@ -360,6 +360,13 @@ pub fn fuzz_datapath(data: &[u8]) -> Result<Outcome, Violation> {
             dp.in_flight() <= front.size(),
             "more requests in flight than slots",
         )?;
+        // Every live grant is an entry in use or a persistent one held (the
+        // pool counts with wrapping adds: a bookkeeping slip shows here).
+        let g = dp.grant_stats();
+        ensure(
+            u64::from(g.held) + u64::from(g.in_use) == mem.live.len() as u64,
+            "the pool's in_use + held differ from the live grants",
+        )?;
     }
     if broken {
         ensure(dp.in_flight() == 0, "a broken ring left requests in flight")?;

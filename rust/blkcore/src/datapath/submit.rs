@@ -169,9 +169,9 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
     ///
     /// The loop every segment of every request goes through, under the
     /// ring lock, once: the slot and the request's ranges of the flat
-    /// buffers are looked up before it (each exactly `segs.len()` long, so
-    /// the loop indexes them unchecked by construction), its counts are
-    /// kept in locals and written to the slot once, and each descriptor is
+    /// buffers are looked up before it (each cut to `segs.len()` entries,
+    /// `nr <= wire_max` being checked by the caller), its counts are kept
+    /// in locals and written to the slot once, and each descriptor is
     /// written where the ring entry or the indirect pages take it from.
     fn grant_segments<M: Memory<Frame = F>>(
         &mut self,

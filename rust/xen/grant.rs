@@ -9,7 +9,10 @@
 //! release (the grant table code takes its own page reference) until the
 //! backend lets go, so the caller may free its page right after.
 
-use core::ptr::NonNull;
+use core::{
+    mem::MaybeUninit,
+    ptr::NonNull, //
+};
 
 use kernel::prelude::*;
 
@@ -238,26 +241,27 @@ pub fn for_each_request_frame<T: crate::blkmq::Operations>(
     const BATCH: usize = 16;
     let n = rq.map_sg()?;
     let mut sg = rq.sg_ptr().cast::<bindings::scatterlist>();
-    let mut entries = [const {
-        bindings::rxen_sg_entry {
-            page: core::ptr::null_mut(),
-            offset: 0,
-            length: 0,
-        }
-    }; BATCH];
+    // Left uninitialized: `rxen_sg_read` writes the entries it returns;
+    // zeroing them would be a 256-byte `memset` call per request, for a
+    // one-page request more stores than its whole walk.
+    let mut entries = [const { MaybeUninit::<bindings::rxen_sg_entry>::uninit() }; BATCH];
     let mut todo = n as usize;
     while todo > 0 {
         // SAFETY: `sg` is the first of the `todo` entries left of the `n`
         // that `map_sg` filled in the request's scatterlist (rust/blkmq
         // invariant; the last one carries the end mark), or NULL; `entries`
         // has room for `BATCH`.
-        let got = unsafe { bindings::rxen_sg_read(&mut sg, entries.as_mut_ptr(), BATCH as u32) };
-        let got = (got as usize).min(todo);
+        let got =
+            unsafe { bindings::rxen_sg_read(&mut sg, entries.as_mut_ptr().cast(), BATCH as u32) };
+        let got = (got as usize).min(todo).min(BATCH);
         if got == 0 {
             return Err(EIO);
         }
         todo -= got;
         for e in entries.iter().take(got) {
+            // SAFETY: `rxen_sg_read` wrote the first `got` entries (it
+            // returns how many it wrote, at most `BATCH`).
+            let e = unsafe { e.assume_init_ref() };
             let mut page = NonNull::new(e.page).ok_or(EIO)?;
             // An entry is physically contiguous but may cross page
             // boundaries (the block layer merges adjacent pages up to

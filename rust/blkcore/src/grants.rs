@@ -169,7 +169,8 @@ pub enum PutOutcome {
 /// (wrapping) adds, one instruction each: `held` and `in_use` are bounded
 /// by the pool's capacity and a 64-bit count of grants does not wrap, so
 /// only a bookkeeping bug could wrap one, and it would show as a huge value
-/// (the fuzz targets check the bounds) rather than be clamped out of sight.
+/// rather than be clamped out of sight (the datapath fuzz target checks
+/// `in_use + held` against the live grants after every step).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GrantStats {
     /// Grant operations (`grant` calls that succeeded).

@@ -198,10 +198,12 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         let slot = slots.as_mut().get_mut(idu).ok_or(io)?;
         let handles = grants.as_mut().get_mut(base..base + nr).ok_or(io)?;
         let desc = desc.as_mut().get_mut(..nr * BLKIF_SEGMENT_SIZE).ok_or(io)?;
-        // Reads copied back on completion: at most one per segment.
-        let copies = match copies.as_mut().get_mut(base..) {
-            Some(c) if copy_data => c.get_mut(..nr).ok_or(io)?,
-            _ => &mut [],
+        // Reads copied back on completion: at most one per segment (the
+        // buffer exists with `copy_data` only).
+        let copies = if copy_data {
+            copies.as_mut().get_mut(base..base + nr).ok_or(io)?
+        } else {
+            &mut []
         };
         // What the loop did, for the slot even when it stops half way:
         // the grants it took are given back with the slot's others.

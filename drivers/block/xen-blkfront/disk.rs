@@ -54,7 +54,9 @@ use crate::fault::FaultInjector;
 use crate::ring::{
     complete,
     Ring,
-    RingHandle, //
+    RingHandle,
+    RingState,
+    Scratch, //
 };
 use crate::xen::{
     grant::for_each_request_frame,
@@ -161,55 +163,58 @@ impl blkmq::Operations for BlkOps {
             qd.requeued_as_bios.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
-        // The request's pages are mapped to per-frame segments before the
-        // ring lock is taken: interrupts stay on while the bio is walked
-        // (the scratch list has its own lock, taken before the ring's,
-        // never inside it).
-        let mut segs = ring.scratch.lock();
-        segs.clear();
-        if matches!(req, Request::Read { .. } | Request::Write { .. }) {
+        // The request's pages are mapped to per-frame segments (and,
+        // without bounce frames, granted) before the ring lock is taken:
+        // interrupts stay on while the bio is walked (the scratch has its
+        // own lock, taken before the ring's, never inside it).
+        let mut scratch = ring.scratch.lock();
+        let Scratch { segs, pre, gt } = &mut *scratch;
+        let rw = matches!(req, Request::Read { .. } | Request::Write { .. });
+        let r = if let Some(pre) = pre {
+            pre.begin(gt, &req);
+            let mut refused = QueueError::Io;
+            let granted = !rw
+                || for_each_request_frame(&mut rq, |page, offset, len| {
+                    pre.add(gt, &Piece { page, offset, len }).map_err(|e| {
+                        refused = e;
+                        EIO
+                    })
+                })
+                .is_ok();
+            let r = if granted {
+                queue_locked(ring, last, |st| st.queue_granted(rq, req, pre))
+            } else {
+                Err(refused)
+            };
+            // Grants that never reached a slot (the ring was down, full,
+            // or the walk stopped half way).
+            pre.end_unsent(gt);
+            r
+        } else {
+            segs.clear();
             let full = MapError::TooManySegments {
                 max: u32::try_from(segs.capacity()).unwrap_or(u32::MAX),
             };
             // Which piece failed is not reported here (any failure fails
             // the request): index 0.
-            let mapped = for_each_request_frame(&mut rq, |page, offset, len| {
-                map_piece(&Piece { page, offset, len }, 0, |seg| {
-                    segs.push_within_capacity(seg).map_err(|_| full)
+            let mapped = !rw
+                || for_each_request_frame(&mut rq, |page, offset, len| {
+                    map_piece(&Piece { page, offset, len }, 0, |seg| {
+                        segs.push_within_capacity(seg).map_err(|_| full)
+                    })
+                    .map_err(|_| EIO)
                 })
-                .map_err(|_| EIO)
-            });
-            if mapped.is_err() {
+                .is_ok();
+            if !mapped && segs.capacity() == 0 {
                 // No room before the first connect: retry once connected.
-                return Err(if segs.capacity() == 0 {
-                    blkmq::Status::RESOURCE
-                } else {
-                    blkmq::Status::IOERR
-                });
+                Err(QueueError::Busy)
+            } else if mapped {
+                queue_locked(ring, last, |st| st.queue(rq, req, segs))
+            } else {
+                Err(QueueError::Io)
             }
-        }
-        let r = ring.with_state(|st| {
-            if !st.usable() {
-                return Err(if st.broken() {
-                    QueueError::Io
-                } else {
-                    QueueError::Busy
-                });
-            }
-            let r = st.queue(rq, req, &segs).map_err(|(rq, e)| {
-                // Give the handle back to blk-mq: it keeps the request on
-                // error (retry for Busy, end with the status otherwise).
-                if e == QueueError::Nothing {
-                    complete(rq, Status::Ok);
-                }
-                e
-            });
-            if last {
-                st.push();
-            }
-            r
-        });
-        drop(segs);
+        };
+        drop(scratch);
         match r {
             Ok(()) | Err(QueueError::Nothing) => Ok(()),
             Err(QueueError::Busy) => Err(blkmq::Status::RESOURCE),
@@ -227,6 +232,38 @@ impl blkmq::Operations for BlkOps {
         let status = *rq.data();
         rq.end(status);
     }
+}
+
+/// Runs `queue` (one of the ring's queueing entries) under the ring lock
+/// if the ring can take requests, and publishes the batch if this request
+/// is its `last`. A request the ring completes without sending (a flush the
+/// backend cannot do) ends here.
+fn queue_locked(
+    ring: &Ring<BlkOps>,
+    last: bool,
+    queue: impl FnOnce(&mut RingState<BlkOps>) -> core::result::Result<(), (Rq, QueueError)>,
+) -> core::result::Result<(), QueueError> {
+    ring.with_state(|st| {
+        if !st.usable() {
+            return Err(if st.broken() {
+                QueueError::Io
+            } else {
+                QueueError::Busy
+            });
+        }
+        let r = queue(st).map_err(|(rq, e)| {
+            // Give the handle back to blk-mq: it keeps the request on
+            // error (retry for Busy, end with the status otherwise).
+            if e == QueueError::Nothing {
+                complete(rq, Status::Ok);
+            }
+            e
+        });
+        if last {
+            st.push();
+        }
+        r
+    })
 }
 
 /// Per-disk statistics, summed over the rings (debugfs

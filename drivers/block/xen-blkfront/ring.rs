@@ -20,6 +20,7 @@ use kernel::{
 
 use crate::blkcore::{
     datapath::{
+        pregrant::PreGranted,
         Drained,
         Fault,
         QueueError,
@@ -36,7 +37,10 @@ use crate::blkmq::{
     self,
     Operations, //
 };
-use crate::datapath::Io;
+use crate::datapath::{
+    Io,
+    KernelStorage, //
+};
 use crate::xen::{
     evtchn::{
         BoundIrq,
@@ -45,7 +49,10 @@ use crate::xen::{
         Handler,
         Notifier, //
     },
-    grant::Frame,
+    grant::{
+        Frame,
+        GrantTable, //
+    },
     ring::SharedPages,
     xenbus::{
         self,
@@ -95,13 +102,36 @@ pub(crate) struct Ring<O: BlockOps> {
     pub(crate) index: u32,
     /// The xenbus device, for log lines that name it.
     dev: ARef<kernel::device::Device>,
-    /// The per-frame segments of the request being queued, mapped by the
-    /// block glue before it takes the ring lock; room for the most one
-    /// request may have (sized when the backend connects).
+    /// The request being queued, mapped or granted by the block glue
+    /// before it takes the ring lock (see [`Scratch`]).
     #[pin]
-    pub(crate) scratch: SpinLock<KVec<MappedSegment<Frame>>>,
+    pub(crate) scratch: SpinLock<Scratch>,
     #[pin]
     pub(crate) state: SpinLockIrq<RingState<O>>,
+}
+
+/// Where the block glue prepares a request before it takes the ring lock;
+/// sized when the backend connects (no room before: requests wait).
+pub(crate) struct Scratch {
+    /// With bounce frames: the request's per-frame segments, granted
+    /// through the pool under the ring lock ([`RingState::queue`]).
+    pub(crate) segs: KVec<MappedSegment<Frame>>,
+    /// Without: the request's segments granted as they are walked
+    /// ([`RingState::queue_granted`]).
+    pub(crate) pre: Option<PreGranted<KernelStorage>>,
+    /// Grants to the backend made here (its own batch of claimed
+    /// references: the ring's is under the ring lock).
+    pub(crate) gt: GrantTable,
+}
+
+impl Scratch {
+    fn unconnected() -> Self {
+        Self {
+            segs: KVec::new(),
+            pre: None,
+            gt: GrantTable::new(0),
+        }
+    }
 }
 
 /// A ring with its bound event channel (owned by the device).
@@ -119,7 +149,7 @@ impl<O: BlockOps> RingHandle<O> {
             pin_init!(Ring {
                 index,
                 dev: ARef::from(dev.as_device()),
-                scratch <- new_spinlock!(KVec::new()),
+                scratch <- new_spinlock!(Scratch::unconnected()),
                 state <- new_spinlock_irq!(RingState {
                     pages,
                     front,
@@ -244,8 +274,19 @@ impl<O: BlockOps> Ring<O> {
     pub(crate) fn start(&self, dev: &Device, n: &Negotiated, handle: u16, wire_max: u32) -> Result {
         let size = self.state.lock().front.size();
         let io = Io::new(n, handle, dev.otherend_id(), size, wire_max)?;
-        // A block-layer segment may span two pages when unaligned.
-        let scratch = KVec::with_capacity(2 * io.dp.geometry().wire_max as usize, GFP_KERNEL)?;
+        let scratch = if io.dp.grants_before_lock() {
+            Scratch {
+                segs: KVec::new(),
+                pre: Some(io.dp.new_pregranted().map_err(|_| ENOMEM)?),
+                gt: GrantTable::new(dev.otherend_id()),
+            }
+        } else {
+            Scratch {
+                segs: KVec::with_capacity(io.dp.geometry().wire_max as usize, GFP_KERNEL)?,
+                pre: None,
+                gt: GrantTable::new(dev.otherend_id()),
+            }
+        };
         *self.scratch.lock() = scratch;
         let mut st = self.state.lock();
         st.io = Some(io);
@@ -404,6 +445,28 @@ impl<O: BlockOps> RingState<O> {
         };
         io.dp
             .queue(&mut io.gt, &mut self.front, &mut self.pages, rq, req, segs)?;
+        self.pending_push = true;
+        Ok(())
+    }
+
+    /// [`queue`](Self::queue) for a read or write granted in `pre` (or a
+    /// flush or discard, `pre` empty) without bounce frames. On `Err` the
+    /// grants in `pre` may be left for the caller to end (when the ring
+    /// was not reached).
+    pub(crate) fn queue_granted(
+        &mut self,
+        rq: Rq<O>,
+        req: Request,
+        pre: &mut PreGranted<KernelStorage>,
+    ) -> Result<(), (Rq<O>, QueueError)> {
+        if self.broken || self.dead {
+            return Err((rq, QueueError::Io));
+        }
+        let Some(io) = self.io.as_deref_mut() else {
+            return Err((rq, QueueError::Busy));
+        };
+        io.dp
+            .queue_granted(&mut io.gt, &mut self.front, &mut self.pages, rq, req, pre)?;
         self.pending_push = true;
         Ok(())
     }

@@ -41,7 +41,8 @@ use super::grants::{
     GrantPool,
     GrantRef,
     GrantStats,
-    PoolEntry, //
+    PoolEntry,
+    INVALID_GRANT_REF, //
 };
 use super::mapping::{
     encode_direct,
@@ -49,8 +50,10 @@ use super::mapping::{
     encode_flush,
     encode_indirect,
     layout,
+    map_piece,
     map_pieces,
     Layout,
+    MapError,
     MappedSegment,
     Piece,
     RwHeader,
@@ -74,6 +77,7 @@ use core::fmt;
 
 mod build;
 mod complete;
+pub mod pregrant;
 mod submit;
 
 /// Why the data path gave up on the backend. Each means a broken or
@@ -336,7 +340,11 @@ struct CopySeg<F> {
 struct Slot<Rq> {
     rq: Option<Rq>,
     nr_segments: u32,
+    /// Data grants through the pool (with bounce frames).
     grants: u32,
+    /// Data grants made before the ring lock ([`PreGranted`]), in
+    /// `DataPath::grefs`.
+    direct: u32,
     indirect: u32,
     copies: u32,
 }
@@ -367,8 +375,15 @@ pub struct DataPath<S: Storage, F: Copy, Rq> {
     frames: S::Buf<F>,
     inflight: S::Buf<InFlight<MAX_RING>>,
     slots: S::Buf<Slot<Rq>>,
-    /// `ring_size * wire_max` grant handles of data segments.
+    /// `ring_size * wire_max` grant handles of data segments (only with
+    /// `copy_data`: without, data is granted before the ring lock).
     grants: S::Buf<GrantHandle>,
+    /// `ring_size * wire_max` grant references of data segments granted
+    /// before the ring lock (only without `copy_data`).
+    grefs: S::Buf<GrantRef>,
+    /// Counters of the grants in `grefs` (granted, revoked, in use,
+    /// deferred), added to the pool's in [`DataPath::grant_stats`].
+    direct: GrantStats,
     /// `ring_size * indirect_pages` grant handles of indirect pages.
     indirect: S::Buf<GrantHandle>,
     /// `ring_size * wire_max` copies back (only with `copy_data`).
@@ -394,7 +409,12 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
 
     /// Counters of the grant pool.
     pub fn grant_stats(&self) -> GrantStats {
-        self.pool.stats()
+        let mut g = self.pool.stats();
+        g.granted = g.granted.wrapping_add(self.direct.granted);
+        g.revoked = g.revoked.wrapping_add(self.direct.revoked);
+        g.in_use = g.in_use.wrapping_add(self.direct.in_use);
+        g.deferred = g.deferred.wrapping_add(self.direct.deferred);
+        g
     }
 
     /// Whether data is bounced through the pool's frames.
@@ -456,6 +476,8 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
                     f(e.gref());
                 }
             }
+            let direct = self.grefs.as_ref().iter().skip(id * wire);
+            direct.take(s.direct as usize).for_each(|g| f(*g));
         }
     }
 
@@ -490,18 +512,23 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
     /// still in flight to `rq`, untouched, for the caller to resubmit or
     /// fail. Returns how many grants were deferred.
     pub fn take_down<M: Memory<Frame = F>>(&mut self, mem: &mut M, mut rq: impl FnMut(Rq)) -> u32 {
-        for s in self.slots.as_mut().iter_mut() {
-            if let Some(r) = s.rq.take() {
+        let before = self.direct.deferred;
+        for id in 0..self.slots.as_ref().len() {
+            if let Some(r) = self.slots.as_mut().get_mut(id).and_then(|s| s.rq.take()) {
                 rq(r);
             }
-            s.grants = 0;
-            s.indirect = 0;
-            s.copies = 0;
+            let _ = self.end_direct(mem, id);
+            if let Some(s) = self.slots.as_mut().get_mut(id) {
+                s.grants = 0;
+                s.indirect = 0;
+                s.copies = 0;
+            }
         }
         if let Some(t) = self.inflight.as_mut().first_mut() {
             *t = InFlight::new(self.geo.ring_size);
         }
-        self.pool.teardown(mem)
+        let direct = self.direct.deferred.wrapping_sub(before) as u32;
+        self.pool.teardown(mem).wrapping_add(direct)
     }
 
     fn inflight(&mut self) -> Option<&mut InFlight<MAX_RING>> {
@@ -524,41 +551,6 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
     fn cancel_id(&mut self, id: u32) {
         if let Some(t) = self.inflight() {
             t.cancel(id);
-        }
-    }
-
-    /// Gives back every grant of slot `id` (data and indirect). `Err` if
-    /// the backend still maps one without persistent grants (its release
-    /// is deferred, so the frame never goes back while the backend can
-    /// reach it).
-    fn put_grants<M: Memory<Frame = F>>(&mut self, mem: &mut M, id: usize) -> Result<(), Fault> {
-        let (wire, ind) = (self.geo.wire_max as usize, self.geo.indirect_pages as usize);
-        let Some(s) = self.slots.as_mut().get_mut(id) else {
-            return Err(Fault::Response(ResponseError::BadId(id as u64)));
-        };
-        let (ng, ni) = (s.grants as usize, s.indirect as usize);
-        s.grants = 0;
-        s.indirect = 0;
-        s.copies = 0;
-        let mut still_mapped = None;
-        let data = self.grants.as_ref().get(id * wire..).unwrap_or(&[]);
-        let ind_pages = self.indirect.as_ref().get(id * ind..).unwrap_or(&[]);
-        let data = data.get(..ng).unwrap_or(data);
-        let ind_pages = ind_pages.get(..ni).unwrap_or(ind_pages);
-        for h in data.iter().chain(ind_pages) {
-            match self.pool.put(mem, *h) {
-                Ok(_) => {}
-                Err(GrantError::StillMapped(g)) => {
-                    still_mapped.get_or_insert(g);
-                }
-                Err(_) => {
-                    still_mapped.get_or_insert(super::grants::INVALID_GRANT_REF);
-                }
-            }
-        }
-        match still_mapped {
-            Some(g) => Err(Fault::StillMapped(g)),
-            None => Ok(()),
         }
     }
 }

@@ -69,13 +69,17 @@ if [ -n "$base" ]; then
 fi
 for t in "${trees[@]}"; do build "$t"; done
 
-# map/req: mapping the request's pages to segments before the ring lock
-# (datapath::map_request; revisions before it mapped inside queue).
+# map/req: what runs before the ring lock: mapping the request's pages to
+# segments (datapath::map_request, with bounce frames), or mapping and
+# granting them (PreGranted::grant_pieces, without); revisions before
+# map_request mapped inside queue, those before grant_pieces granted there.
 printf '%-10s %-10s %5s %9s %9s %12s %12s %12s %9s\n' revision persistent segs requests map/req submit/req complete/req total/req total/seg
 for mode in p0 p1; do
     for n in "${segs[@]}"; do
         for i in "${!trees[@]}"; do
-            read -r _ m < <(count "${trees[$i]}" $mode "$n" '*datapath*map_request*')
+            read -r _ m1 < <(count "${trees[$i]}" $mode "$n" '*datapath*map_request*')
+            read -r _ m2 < <(count "${trees[$i]}" $mode "$n" '*PreGranted*grant_pieces*')
+            m=$((m1 + m2))
             read -r reqs s < <(count "${trees[$i]}" $mode "$n" '*DataPath*::queue*')
             read -r _ c < <(count "${trees[$i]}" $mode "$n" '*DataPath*::drain*')
             awk -v r="${labels[$i]:0:10}" -v p="${mode#p}" -v n="$n" -v q="$reqs" -v m="$m" -v s="$s" -v c="$c" \

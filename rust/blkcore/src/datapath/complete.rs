@@ -153,4 +153,43 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         }
         Some(id)
     }
+
+    /// Gives back every grant of slot `id` (data and indirect). `Err` if
+    /// the backend still maps one without persistent grants (its release
+    /// is deferred, so the frame never goes back while the backend can
+    /// reach it).
+    pub(super) fn put_grants<M: Memory<Frame = F>>(
+        &mut self,
+        mem: &mut M,
+        id: usize,
+    ) -> Result<(), Fault> {
+        let (wire, ind) = (self.geo.wire_max as usize, self.geo.indirect_pages as usize);
+        let Some(s) = self.slots.as_mut().get_mut(id) else {
+            return Err(Fault::Response(ResponseError::BadId(id as u64)));
+        };
+        let (ng, ni) = (s.grants as usize, s.indirect as usize);
+        s.grants = 0;
+        s.indirect = 0;
+        s.copies = 0;
+        let mut still_mapped = self.end_direct(mem, id).err();
+        let data = self.grants.as_ref().get(id * wire..).unwrap_or(&[]);
+        let ind_pages = self.indirect.as_ref().get(id * ind..).unwrap_or(&[]);
+        let data = data.get(..ng).unwrap_or(data);
+        let ind_pages = ind_pages.get(..ni).unwrap_or(ind_pages);
+        for h in data.iter().chain(ind_pages) {
+            match self.pool.put(mem, *h) {
+                Ok(_) => {}
+                Err(GrantError::StillMapped(g)) => {
+                    still_mapped.get_or_insert(g);
+                }
+                Err(_) => {
+                    still_mapped.get_or_insert(INVALID_GRANT_REF);
+                }
+            }
+        }
+        match still_mapped {
+            Some(g) => Err(Fault::StillMapped(g)),
+            None => Ok(()),
+        }
+    }
 }

@@ -41,6 +41,20 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
                 self.prepare_rw(mem, op, sector, segs)
             }
         };
+        self.finish_queue(mem, front, ring, rq, r)
+    }
+
+    /// Puts a prepared request (`r`: its id and ring entry) on the ring
+    /// and hands its slot the request; on `Err` the request comes back
+    /// with the reason and its slot's grants were given back.
+    pub(super) fn finish_queue<M: Memory<Frame = F>, R: SharedRing>(
+        &mut self,
+        mem: &mut M,
+        front: &mut FrontRing,
+        ring: &mut R,
+        rq: Rq,
+        r: Result<(u32, RingEntryBytes), QueueError>,
+    ) -> Result<(), (Rq, QueueError)> {
         let r = r.and_then(|(id, entry)| {
             if front.put_request(ring, &entry).is_ok() {
                 Ok(id)
@@ -103,7 +117,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
     /// frees its id. The backend was never told of them, so one it maps
     /// anyway is hostile: its release is deferred and it counts as a
     /// backend error.
-    fn release_unsent<M: Memory<Frame = F>>(&mut self, mem: &mut M, id: u32) {
+    pub(super) fn release_unsent<M: Memory<Frame = F>>(&mut self, mem: &mut M, id: u32) {
         if self.put_grants(mem, id as usize).is_err() {
             self.stats.errors += 1;
         }
@@ -117,51 +131,62 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         sector: u64,
         segs: &[MappedSegment<F>],
     ) -> Result<(u32, RingEntryBytes), QueueError> {
-        let max = self.geo.wire_max;
         let nr = u32::try_from(segs.len()).map_err(|_| QueueError::Io)?;
+        let (lay, indirect) = self.rw_layout(op, nr)?;
+        // The response echoes `indirect_op` for indirect requests.
+        let id = self.alloc_id(op.wire(), indirect, nr)?;
+        self.grant_segments(mem, op, id, segs)
+            .and_then(|()| self.encode_rw(mem, op, id, nr, lay, sector))
+            .inspect_err(|_| self.release_unsent(mem, id))
+            .map(|entry| (id, entry))
+    }
+
+    /// The layout of a read or write of `nr` segments, and whether it is
+    /// indirect; `Io` for one no request can carry.
+    pub(super) fn rw_layout(&self, op: RwOp, nr: u32) -> Result<(Layout, bool), QueueError> {
+        let max = self.geo.wire_max;
         if nr == 0 || nr > max {
             return Err(QueueError::Io);
         }
-        let lay = layout(
-            nr,
-            if self.n.indirect_segments != 0 {
-                max
-            } else {
-                0
-            },
-        )
-        .map_err(|_| QueueError::Io)?;
+        let indirect_max = if self.n.indirect_segments != 0 {
+            max
+        } else {
+            0
+        };
+        let lay = layout(nr, indirect_max).map_err(|_| QueueError::Io)?;
         let indirect = matches!(lay, Layout::Indirect { .. });
         // An indirect request carries no barrier or flush.
         if indirect && !matches!(op, RwOp::Read | RwOp::Write) {
             return Err(QueueError::Io);
         }
-        // The response echoes `indirect_op` for indirect requests.
-        let id = self.alloc_id(op.wire(), indirect, nr)?;
-        let r = self.grant_segments(mem, op, id, segs).and_then(|()| {
-            let hdr = RwHeader {
-                op,
-                id: u64::from(id),
-                handle: self.handle,
-                sector,
-            };
-            match lay {
-                Layout::Indirect { pages } => self.fill_indirect(mem, id, nr, pages, &hdr),
-                Layout::Direct => self.encode_direct(nr, &hdr),
-            }
-        });
-        match r {
-            Ok(entry) => {
-                if indirect {
-                    self.stats.indirect_requests += 1;
-                }
-                Ok((id, entry))
-            }
-            Err(e) => {
-                self.release_unsent(mem, id);
-                Err(e)
-            }
+        Ok((lay, indirect))
+    }
+
+    /// Encodes read or write `id` of `nr` segments, whose descriptors are
+    /// in `desc`, in layout `lay`.
+    pub(super) fn encode_rw<M: Memory<Frame = F>>(
+        &mut self,
+        mem: &mut M,
+        op: RwOp,
+        id: u32,
+        nr: u32,
+        lay: Layout,
+        sector: u64,
+    ) -> Result<RingEntryBytes, QueueError> {
+        let hdr = RwHeader {
+            op,
+            id: u64::from(id),
+            handle: self.handle,
+            sector,
+        };
+        let entry = match lay {
+            Layout::Indirect { pages } => self.fill_indirect(mem, id, nr, pages, &hdr)?,
+            Layout::Direct => self.encode_direct(nr, &hdr)?,
+        };
+        if matches!(lay, Layout::Indirect { .. }) {
+            self.stats.indirect_requests += 1;
         }
+        Ok(entry)
     }
 
     /// Grants the segments of request `id` (bouncing writes, recording

@@ -223,6 +223,7 @@ pub fn fuzz_datapath(data: &[u8]) -> Result<Outcome, Violation> {
         violation: None,
     };
     let mut open = Open::new();
+    let mut pre = dp.new_pregranted().map_err(|_| Violation("scratch"))?;
     // The caller's scratch for the mapped segments, as the kernel's.
     let unset = MappedSegment {
         page: 0,
@@ -265,12 +266,29 @@ pub fn fuzz_datapath(data: &[u8]) -> Result<Outcome, Violation> {
                     Request::Read { sector }
                 };
                 let mut ring = SliceRing::new(&mut ring_mem);
-                if map_request(&pieces, &mut mapped).is_ok_and(|segs| {
-                    dp.queue(&mut mem, &mut front, &mut ring, tag, req, segs)
-                        .is_ok()
-                }) {
+                // As the kernel: granted before the ring lock without
+                // bounce frames, mapped and granted under it with them.
+                let queued = if dp.grants_before_lock() {
+                    pre.begin(&mut mem, &req);
+                    match pre.grant_pieces(&mut mem, &pieces) {
+                        Ok(()) => dp
+                            .queue_granted(&mut mem, &mut front, &mut ring, tag, req, &mut pre)
+                            .map_err(|(_, e)| e),
+                        Err(e) => {
+                            pre.end_unsent(&mut mem);
+                            Err(e)
+                        }
+                    }
+                } else {
+                    map_request(&pieces, &mut mapped).and_then(|segs| {
+                        dp.queue(&mut mem, &mut front, &mut ring, tag, req, segs)
+                            .map_err(|(_, e)| e)
+                    })
+                };
+                if queued.is_ok() {
                     open.insert(tag, ());
                 }
+                ensure(pre.is_empty(), "grants left in the scratch after queueing")?;
                 tag += 1;
             }
             3 => {
@@ -284,10 +302,13 @@ pub fn fuzz_datapath(data: &[u8]) -> Result<Outcome, Violation> {
                     }
                 };
                 let mut ring = SliceRing::new(&mut ring_mem);
-                if dp
-                    .queue(&mut mem, &mut front, &mut ring, tag, req, &[])
-                    .is_ok()
-                {
+                let queued = if dp.grants_before_lock() {
+                    pre.begin(&mut mem, &req);
+                    dp.queue_granted(&mut mem, &mut front, &mut ring, tag, req, &mut pre)
+                } else {
+                    dp.queue(&mut mem, &mut front, &mut ring, tag, req, &[])
+                };
+                if queued.is_ok() {
                     open.insert(tag, ());
                 }
                 tag += 1;

@@ -8,6 +8,7 @@
 
 use blkcore::datapath::{
     map_request,
+    pregrant::PreGranted,
     wire_segments,
     DataPath,
     Drained,
@@ -85,9 +86,10 @@ pub struct Frontend {
     ring: FrontRing,
     ring_mem: Vec<u8>,
     dp: DataPath<VecStorage, usize, u32>,
-    /// The mapped segments of the request being submitted (the kernel
-    /// maps them before it takes the ring lock).
+    /// The request being submitted, mapped (with bounce frames) or
+    /// granted (without) before the ring lock, as the kernel does.
     mapped: Vec<MappedSegment<usize>>,
+    pre: PreGranted<VecStorage>,
     next_tag: u32,
     broken: Option<Fault>,
     /// Notifications sent to the backend.
@@ -132,6 +134,7 @@ impl Frontend {
             .map(|_| gt.alloc_frames(1).expect("guest memory for the data path"))
             .collect();
         let dp = DataPath::new(&n, geo, 0, &frames, 0).expect("data path");
+        let pre = dp.new_pregranted().expect("scratch of the data path");
         let unset = MappedSegment {
             page: 0,
             frame_offset: 0,
@@ -145,6 +148,7 @@ impl Frontend {
             ring_mem,
             dp,
             mapped: vec![unset; geo.wire_max as usize],
+            pre,
             next_tag: 0,
             broken: None,
             notifies: 0,
@@ -202,12 +206,25 @@ impl Frontend {
             return Err(FrontError::Broken(f));
         }
         let tag = self.next_tag;
-        let segs = map_request(&r.pieces, &mut self.mapped).map_err(|_| FrontError::Io)?;
         let mut ring = SliceRing::new(&mut self.ring_mem);
-        match self
-            .dp
-            .queue(gt, &mut self.ring, &mut ring, tag, r.req, segs)
-        {
+        let queued = if self.dp.grants_before_lock() {
+            let pre = &mut self.pre;
+            pre.begin(gt, &r.req);
+            match pre.grant_pieces(gt, &r.pieces) {
+                Ok(()) => self
+                    .dp
+                    .queue_granted(gt, &mut self.ring, &mut ring, tag, r.req, pre),
+                Err(e) => {
+                    pre.end_unsent(gt);
+                    Err((tag, e))
+                }
+            }
+        } else {
+            let segs = map_request(&r.pieces, &mut self.mapped).map_err(|_| FrontError::Io)?;
+            self.dp
+                .queue(gt, &mut self.ring, &mut ring, tag, r.req, segs)
+        };
+        match queued {
             Ok(()) => {
                 self.next_tag = self.next_tag.wrapping_add(1);
                 Ok(tag)

@@ -195,50 +195,55 @@ fn teardown_with_requests_in_flight() {
 
 #[test]
 fn backend_keeping_grants_without_persistent_is_an_error() {
-    // Untrusted, non-persistent frontend; a buggy backend keeps mappings.
-    let back = BackendConfig {
-        persistent: true,
-        ..BackendConfig::default()
-    };
-    let front = FrontendConfig {
-        feature_persistent: false,
-        trusted: false,
-        max_indirect_segments: 32,
-        ring_pages: 1,
-        start_idx: 0,
-    };
-    let mut s = Sim::new(
-        SimConfig {
-            front,
-            back,
-            guest_frames: 4096,
-        },
-        11,
-    );
-    let pieces = vec![Piece {
-        page: s.gt.alloc_frames(1).unwrap(),
-        offset: 0,
-        len: 4096,
-    }];
-    s.submit(BlockRequest {
-        req: Request::Write {
-            sector: 0,
-            fua: false,
-        },
-        pieces,
-    })
-    .unwrap();
-    s.kick();
-    s.run_backend(u32::MAX);
-    let err = s.run_frontend().unwrap_err();
-    assert!(
-        matches!(err, FrontError::Broken(Fault::StillMapped(_))),
-        "{err:?}"
-    );
-    // Teardown still releases it once the backend goes away.
-    s.front.teardown(&mut s.gt);
-    s.back.disconnect(&mut s.gt);
-    assert_eq!(s.gt.live_grants(), 0);
+    // A non-persistent frontend, bouncing data (untrusted) or granting the
+    // request's own pages before the ring lock (trusted); a buggy backend
+    // keeps mappings. A read: its frame is granted writable, which the
+    // backend's persistent mapping needs (a write's own page is granted
+    // read-only, which it fails to map).
+    for trusted in [false, true] {
+        let back = BackendConfig {
+            persistent: true,
+            ..BackendConfig::default()
+        };
+        let front = FrontendConfig {
+            feature_persistent: false,
+            trusted,
+            max_indirect_segments: 32,
+            ring_pages: 1,
+            start_idx: 0,
+        };
+        let mut s = Sim::new(
+            SimConfig {
+                front,
+                back,
+                guest_frames: 4096,
+            },
+            11,
+        );
+        let pieces = vec![Piece {
+            page: s.gt.alloc_frames(1).unwrap(),
+            offset: 0,
+            len: 4096,
+        }];
+        s.submit(BlockRequest {
+            req: Request::Read { sector: 0 },
+            pieces,
+        })
+        .unwrap();
+        s.kick();
+        s.run_backend(u32::MAX);
+        let err = s.run_frontend().unwrap_err();
+        assert!(
+            matches!(err, FrontError::Broken(Fault::StillMapped(_))),
+            "trusted {trusted}: {err:?}"
+        );
+        assert_eq!(s.front.grant_stats().deferred, 1, "trusted {trusted}");
+        assert_eq!(s.front.grant_stats().in_use, 0, "trusted {trusted}");
+        // Teardown still releases it once the backend goes away.
+        s.front.teardown(&mut s.gt);
+        s.back.disconnect(&mut s.gt);
+        assert_eq!(s.gt.live_grants(), 0, "trusted {trusted}");
+    }
 }
 
 #[test]

@@ -53,6 +53,7 @@ use crate::blkmq::{
 use crate::fault::FaultInjector;
 use crate::ring::{
     complete,
+    Prepared,
     Ring,
     RingHandle,
     RingState,
@@ -182,7 +183,7 @@ impl blkmq::Operations for BlkOps {
                 })
                 .is_ok();
             let r = if granted {
-                queue_locked(ring, last, |st| st.queue_granted(rq, req, pre))
+                queue_locked(ring, last, |st| st.queue(rq, req, Prepared::Granted(pre)))
             } else {
                 Err(refused)
             };
@@ -209,7 +210,7 @@ impl blkmq::Operations for BlkOps {
                 // No room before the first connect: retry once connected.
                 Err(QueueError::Busy)
             } else if mapped {
-                queue_locked(ring, last, |st| st.queue(rq, req, segs))
+                queue_locked(ring, last, |st| st.queue(rq, req, Prepared::Mapped(segs)))
             } else {
                 Err(QueueError::Io)
             }

@@ -114,10 +114,9 @@ pub(crate) struct Ring<O: BlockOps> {
 /// sized when the backend connects (no room before: requests wait).
 pub(crate) struct Scratch {
     /// With bounce frames: the request's per-frame segments, granted
-    /// through the pool under the ring lock ([`RingState::queue`]).
+    /// through the pool under the ring lock.
     pub(crate) segs: KVec<MappedSegment<Frame>>,
-    /// Without: the request's segments granted as they are walked
-    /// ([`RingState::queue_granted`]).
+    /// Without: the request's segments granted as they are walked.
     pub(crate) pre: Option<PreGranted<KernelStorage>>,
     /// Grants to the backend made here (its own batch of claimed
     /// references: the ring's is under the ring lock).
@@ -132,6 +131,14 @@ impl Scratch {
             gt: GrantTable::new(0),
         }
     }
+}
+
+/// A request's data as [`Scratch`] holds it for [`RingState::queue`].
+pub(crate) enum Prepared<'a> {
+    /// Mapped to per-frame segments (with bounce frames).
+    Mapped(&'a [MappedSegment<Frame>]),
+    /// Granted (without); empty for a flush or discard.
+    Granted(&'a mut PreGranted<KernelStorage>),
 }
 
 /// A ring with its bound event channel (owned by the device).
@@ -429,13 +436,14 @@ impl<O: BlockOps> RingState<O> {
     }
 
     /// Puts one request on the ring (not yet visible to the backend: see
-    /// [`RingState::push`]). `segs` are a read or write's data (mapped in
-    /// [`Ring::scratch`]).
+    /// [`RingState::push`]), with its data as the block glue prepared it in
+    /// [`Ring::scratch`]. On `Err` grants still in a [`Prepared::Granted`]
+    /// are the caller's to end (the ring was not reached).
     pub(crate) fn queue(
         &mut self,
         rq: Rq<O>,
         req: Request,
-        segs: &[MappedSegment<Frame>],
+        data: Prepared<'_>,
     ) -> Result<(), (Rq<O>, QueueError)> {
         if self.broken || self.dead {
             return Err((rq, QueueError::Io));
@@ -443,30 +451,11 @@ impl<O: BlockOps> RingState<O> {
         let Some(io) = self.io.as_deref_mut() else {
             return Err((rq, QueueError::Busy));
         };
-        io.dp
-            .queue(&mut io.gt, &mut self.front, &mut self.pages, rq, req, segs)?;
-        self.pending_push = true;
-        Ok(())
-    }
-
-    /// [`queue`](Self::queue) for a read or write granted in `pre` (or a
-    /// flush or discard, `pre` empty) without bounce frames. On `Err` the
-    /// grants in `pre` may be left for the caller to end (when the ring
-    /// was not reached).
-    pub(crate) fn queue_granted(
-        &mut self,
-        rq: Rq<O>,
-        req: Request,
-        pre: &mut PreGranted<KernelStorage>,
-    ) -> Result<(), (Rq<O>, QueueError)> {
-        if self.broken || self.dead {
-            return Err((rq, QueueError::Io));
-        }
-        let Some(io) = self.io.as_deref_mut() else {
-            return Err((rq, QueueError::Busy));
-        };
-        io.dp
-            .queue_granted(&mut io.gt, &mut self.front, &mut self.pages, rq, req, pre)?;
+        let (gt, front, pages) = (&mut io.gt, &mut self.front, &mut self.pages);
+        match data {
+            Prepared::Mapped(segs) => io.dp.queue(gt, front, pages, rq, req, segs),
+            Prepared::Granted(pre) => io.dp.queue_granted(gt, front, pages, rq, req, pre),
+        }?;
         self.pending_push = true;
         Ok(())
     }

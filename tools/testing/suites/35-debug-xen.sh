@@ -3,7 +3,9 @@
 # kmemleak) as a Xen PVH domU (dom0 stays on the test kernel; KASAN does not
 # boot as a PV guest), with our Xen module built against it:
 #  - fio verify of random 4k-256k writes (direct and indirect requests,
-#    reads back) at QD1 and QD32, xl save/restore with requests held and
+#    reads back) at QD1 and QD32, in both grant modes (persistent grants
+#    with bounce copies, then feature_persistent=0: the request's own pages
+#    granted before the ring lock), xl save/restore with requests held and
 #    removal in the reconnect window, the ring broken under fio by fault
 #    injection and the backend's detach, and the HVM guards (a CD-ROM vbd
 #    left alone);
@@ -45,7 +47,7 @@ offered=" $("$REPO/target/release/blkif-backend" --list | tr '\n' ' ') "
 for s in ${scenarios//,/ }; do
     [[ $offered == *" $s "* ]] || rec fail "blkif-backend --list lacks scenario $s (debug-xen)"
 done
-GUEST_ENV="SCRIPTS=debug-start,fio-verify,xen-removal,xen-faults,xen-hvm-guards,xen-hostile,debug-report VERIFY_MOD=xen_blkfront_rs VERIFY_DISK=xvda VERIFY_SIZE=8M HOSTILE_SCENARIOS=$scenarios HOSTILE_WHO=ours" \
+GUEST_ENV="SCRIPTS=debug-start,fio-verify,xen-removal,xen-faults,xen-hvm-guards,xen-hostile,debug-report VERIFY_MOD=xen_blkfront_rs VERIFY_DISK=xvda VERIFY_SIZE=8M VERIFY_LOADS=-,feature_persistent=0 HOSTILE_SCENARIOS=$scenarios HOSTILE_WHO=ours" \
     KO_DIR=$KO DOMU_TYPE=pvh DOMU_MEM=768 DOMU_KERNEL=$KDBG/arch/x86/boot/bzImage DOMU_MODULES=$KDBG/drivers/block DOMU_APPEND="kmemleak=on log_buf_len=4M" \
     USERSPACE_BACKEND=1 bash "$T/xen-guest.sh" -l debug-xen -p 1 -s 256M -c 1 -t 1800 "$T/guest/multi.sh"
 exit 0

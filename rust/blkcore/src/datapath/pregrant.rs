@@ -329,6 +329,15 @@ mod tests {
         }
     }
 
+    /// A table of `refs` references and a scratch for `room` segments.
+    fn setup(refs: u32, room: u32) -> (Table, PreGranted<VecStorage>) {
+        let t = Table {
+            left: refs,
+            ..Table::default()
+        };
+        (t, PreGranted::new(room).unwrap())
+    }
+
     fn write() -> Request {
         Request::Write {
             sector: 0,
@@ -338,11 +347,7 @@ mod tests {
 
     #[test]
     fn a_piece_across_frames_is_granted_frame_by_frame() {
-        let mut t = Table {
-            left: 8,
-            ..Table::default()
-        };
-        let mut pre = PreGranted::<VecStorage>::new(16).unwrap();
+        let (mut t, mut pre) = setup(8, 16);
         pre.begin(&mut t, &write());
         // Page 1, bytes 3584..5120: the last sector of frame 4 and the
         // first two of frame 5.
@@ -366,11 +371,7 @@ mod tests {
 
     #[test]
     fn out_of_references_is_busy_and_the_grants_taken_are_ended() {
-        let mut t = Table {
-            left: 3,
-            ..Table::default()
-        };
-        let mut pre = PreGranted::<VecStorage>::new(16).unwrap();
+        let (mut t, mut pre) = setup(3, 16);
         pre.begin(&mut t, &Request::Read { sector: 0 });
         let page = |page| Piece {
             page,
@@ -387,11 +388,7 @@ mod tests {
 
     #[test]
     fn more_segments_than_room_or_a_misaligned_piece_fail_the_request() {
-        let mut t = Table {
-            left: 100,
-            ..Table::default()
-        };
-        let mut pre = PreGranted::<VecStorage>::new(2).unwrap();
+        let (mut t, mut pre) = setup(100, 2);
         pre.begin(&mut t, &write());
         let p = Piece {
             page: 0,

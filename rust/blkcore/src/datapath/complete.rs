@@ -167,11 +167,15 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         let Some(s) = self.slots.as_mut().get_mut(id) else {
             return Err(Fault::Response(ResponseError::BadId(id as u64)));
         };
-        let (ng, ni) = (s.grants as usize, s.indirect as usize);
+        let (ng, ni, direct) = (s.grants as usize, s.indirect as usize, s.direct);
         s.grants = 0;
         s.indirect = 0;
         s.copies = 0;
-        let mut still_mapped = self.end_direct(mem, id).err();
+        let mut still_mapped = if direct != 0 {
+            self.end_direct(mem, id).err()
+        } else {
+            None
+        };
         let data = self.grants.as_ref().get(id * wire..).unwrap_or(&[]);
         let ind_pages = self.indirect.as_ref().get(id * ind..).unwrap_or(&[]);
         let data = data.get(..ng).unwrap_or(data);

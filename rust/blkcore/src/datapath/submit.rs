@@ -11,7 +11,11 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
     /// `segs` are the request's data (reads and writes), already split
     /// into per-frame segments by
     /// [`map_piece`](super::super::mapping::map_piece) or [`map_request`]: the
-    /// caller maps them before it takes the lock this runs under.
+    /// caller maps them before it takes the lock this runs under. Reads
+    /// and writes take this way with bounce frames only (`copy_data`):
+    /// without, they are granted before the lock and queued with
+    /// [`queue_granted`](Self::queue_granted) (this data path then has no
+    /// room for pool grants of data and fails them with `Io`).
     ///
     /// On `Err` the request comes back untouched, nothing of it reached
     /// the ring, and every grant taken for it was given back.

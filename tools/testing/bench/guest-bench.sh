@@ -318,8 +318,10 @@ exp_calib() {
 # of the idle loop (the blocked hypercall within three frames of
 # default_idle) are dropped; interrupts taken while idle are kept. Prints
 # per run "PROFILE-RUN drv wl=W KIB BW IOPS reqs=N ...", "PROFILE-BUSY drv
-# W samples in_driver_module=S" and the top leaves and chains
-# "PROFILE[-LEAF] drv W samples leaf<caller"; needs perf in the guest
+# W samples in_driver_module=S", the top leaves and chains
+# "PROFILE[-LEAF] drv W samples leaf<caller", and every sample with a
+# driver frame by leaf and the driver's innermost frame ("PROFILE-DRV drv
+# W samples leaf@frame": all of them, so that they add up to S); needs perf in the guest
 # (xen-guest.sh DOMU_EXTRA_BINS=/usr/bin/perf).
 profile_fold() { # "drv wl": perf script (comm,ip,sym,dso) on stdin -> PROFILE lines
     awk -v d="$1" '
@@ -328,19 +330,20 @@ profile_fold() { # "drv wl": perf script (comm,ip,sym,dso) on stdin -> PROFILE l
             for (i = 1; i <= 3 && i <= n; i++) if (f[i] ~ /^(default_idle|xen_safe_halt|pv_native_safe_halt)$/) idle = 1
             if (!idle) {
                 busy++; k = f[1]; for (i = 2; i <= 6 && i <= n; i++) k = k "<" f[i]; c[k]++; leaf[f[1]]++
-                if (drv) indrv++
+                if (drv) { indrv++; dk[f[1] "@" f[drv]]++ }
             }
             n = 0; idle = 0; drv = 0
         }
         /^[^ \t]/ { flush(); next }
         /^[ \t]*$/ { flush(); next }
-        { s = $2; sub(/\+0x.*/, "", s); f[++n] = s; if ($NF ~ /^\(\[xen_blkfront(_rs)?\]\)$/) drv = 1 }
+        { s = $2; sub(/\+0x.*/, "", s); f[++n] = s; if (!drv && $NF ~ /^\(\[xen_blkfront(_rs)?\]\)$/) drv = n }
         END {
             flush()
             print "PROFILE-BUSY " d " " busy + 0 " in_driver_module=" indrv + 0
             for (k in leaf) print "PROFILE-LEAF " d " " leaf[k] " " k
             for (k in c) print "PROFILE " d " " c[k] " " k
-        }' | sort -k4,4nr | awk '$1 == "PROFILE-BUSY" || ($1 == "PROFILE-LEAF" && nl++ < 25) || ($1 == "PROFILE" && np++ < 25)'
+            for (k in dk) print "PROFILE-DRV " d " " dk[k] " " k
+        }' | sort -k4,4nr | awk '$1 == "PROFILE-BUSY" || $1 == "PROFILE-DRV" || ($1 == "PROFILE-LEAF" && nl++ < 25) || ($1 == "PROFILE" && np++ < 25)'
 }
 exp_profile() { # after both_drivers_up
     local drv dev q0 q1 w RT=${PRT:-$RT}

@@ -351,7 +351,19 @@ if "profile" in cfg["exps"]:
     RUN = re.compile(r"PROFILE-RUN (\w+) wl=(\w+) (\S+) (\S+) (\S+) reqs=(\d+) \(whole fio run; samples: (\d+) s")
     BUSY = re.compile(r"PROFILE-BUSY (\w+) (\w+) (\d+) in_driver_module=(\d+)")
     LEAF = re.compile(r"PROFILE-LEAF (\w+) (\w+) (\d+) (\S+)")
-    runs, leaves, rows = [], {}, []
+    DRV = re.compile(r"PROFILE-DRV (\w+) (\w+) (\d+) (\S+)")
+    runs, leaves, rows, where = [], {}, [], {}
+
+    demangled = {}
+
+    def short(sym):
+        """A Rust symbol demangled (c++filt), without crate names and hashes."""
+        if not sym.startswith("_R") or not shutil.which("c++filt"):
+            return sym
+        if sym not in demangled:
+            r = subprocess.run(["c++filt", sym], capture_output=True, text=True)
+            demangled[sym] = re.sub(r"xen_blkfront(_rs)?\[[0-9a-f]+\]::", "", r.stdout.strip()) or sym
+        return demangled[sym]
     # A boot of its own (bench-xen-profile), or the smoke run's compare boot.
     for log in sorted(glob.glob(os.path.join(out, "logs", "bench-xen-*.log"))):
         for raw in open(log, errors="replace"):
@@ -364,6 +376,12 @@ if "profile" in cfg["exps"]:
             elif (m := LEAF.search(line)) and runs:
                 per = leaves.setdefault((m.group(2), m.group(1)), {})
                 per[m.group(4)] = per.get(m.group(4), 0) + int(m.group(3))
+            elif (m := DRV.search(line)) and runs:
+                leaf, _, frame = m.group(4).partition("@")
+                key = f"{short(leaf)} @ {short(frame)}"
+                per = where.setdefault((m.group(2), m.group(1)), {})
+                per[key] = per.get(key, 0) + int(m.group(3))
+                runs[-1]["drv_where"] = runs[-1].get("drv_where", 0) + int(m.group(3))
     for i, r in enumerate(runs):
         if "busy" not in r or r["bw"] is None or not r["reqs"]:
             problems.append(f"profile run {i + 1} ({r['drv']}): incomplete")
@@ -409,6 +427,23 @@ if "profile" in cfg["exps"]:
     table("Profile pooled: samples with a driver frame per request (as us of CPU), both drivers; ours/C per pair of runs, median [min-max] and geometric mean",
           ["workload", "pairs", "C in-driver us/req", "ours in-driver us/req", "ours/C pooled", "ours/C paired", "paired geomean", "C in driver %", "ours in driver %"], prow)
     csv("profile-pooled", ["workload", "pairs", "c_in_driver_us_per_req", "rs_in_driver_us_per_req", "n", "min", "median", "max", "geomean", "c_in_driver_pct", "rs_in_driver_pct"], pcsv)
+    # Every in-driver sample by leaf and the driver's innermost frame, per
+    # 10,000 requests of the sampled windows pooled (logs from before the
+    # PROFILE-DRV lines have none: no table).
+    for wl in cfg.get("pwl", ["seqread"]):
+        q = {d: sum(r["q"] for r in done if r["wl"] == wl and r["drv"] == d) for d in ("c", "rs")}
+        if not all(q.values()) or not any((wl, d) in where for d in q):
+            continue
+        wrows = []
+        for d in ("c", "rs"):
+            per = where.get((wl, d), {})
+            for k, n in sorted(per.items(), key=lambda kv: -kv[1])[:10]:
+                wrows.append([d, k, n, f"{1e4 * n / q[d]:.1f}"])
+        table(f"Profile: in-driver samples of {wl} by leaf @ the driver's innermost frame (all runs pooled; top 10 each)",
+              ["driver", "leaf @ driver frame", "samples", "per 10k requests"], wrows)
+    for i, r in enumerate(runs):
+        if "drv_where" in r and r["drv_where"] != r.get("drv_mod"):
+            problems.append(f"profile run {i + 1}: PROFILE-DRV lines sum to {r['drv_where']}, not in_driver_module={r.get('drv_mod')}")
     for (wl, drv), per in sorted(leaves.items()):
         top = sorted(per.items(), key=lambda kv: -kv[1])[:8]
         table(f"Profile: top leaf functions, {wl}, {drv} (busy samples, both runs)", ["samples", "function"], [[n, k] for k, n in top])

@@ -152,6 +152,9 @@ pub struct GrantTable {
     domid: u16,
     head: u32,
     left: u16,
+    /// Grants the caller said are coming ([`GrantTable::will_grant`]): a
+    /// refill claims that many at once.
+    coming: u16,
 }
 
 impl GrantTable {
@@ -161,14 +164,26 @@ impl GrantTable {
             domid,
             head: 0,
             left: 0,
+            coming: 0,
         }
+    }
+
+    /// Says that about `n` grants follow (a request's segments), so that
+    /// the reserve is refilled for all of them at once: each refill takes
+    /// the grant table's lock with interrupts off, and a Xen PV guest pays
+    /// a hypercall when it turns them back on with an event pending (16 of
+    /// them per 1 MiB request in batches of 16; upstream allocates a
+    /// request's references in one call). A hint: more or fewer grants may
+    /// follow.
+    pub fn will_grant(&mut self, n: u32) {
+        self.coming = u16::try_from(n).unwrap_or(u16::MAX);
     }
 
     // Once per batch of references, out of the per-segment path.
     #[cold]
     #[inline(never)]
     fn refill(&mut self) -> Result {
-        for n in [BATCH, 1] {
+        for n in [self.coming.max(BATCH), BATCH, 1] {
             let mut head = 0u32;
             // SAFETY: `head` is valid for writes.
             if unsafe { bindings::rxen_gnttab_alloc_grant_references(n, &mut head) } == 0 {
@@ -196,6 +211,7 @@ impl GrantTable {
         };
         let gref = u32::try_from(r).map_err(|_| ENOSPC)?;
         self.left -= 1;
+        self.coming = self.coming.saturating_sub(1);
         Ok(gref)
     }
 

@@ -173,6 +173,10 @@ impl blkmq::Operations for BlkOps {
         let rw = matches!(req, Request::Read { .. } | Request::Write { .. });
         let r = if let Some(pre) = pre {
             pre.begin(gt, &req);
+            if rw {
+                // About one grant per block-layer segment (a page).
+                gt.will_grant(rq.nr_phys_segments());
+            }
             let mut refused = QueueError::Io;
             let granted = !rw
                 || for_each_request_frame(&mut rq, |page, offset, len| {

@@ -194,7 +194,11 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         req: Request,
         pre: &mut PreGranted<S>,
     ) -> Result<(), (Rq, QueueError)> {
-        self.stats.out_of_grants += core::mem::take(&mut pre.out_of_grants);
+        // Requests `add` sent back for want of grant references: retries
+        // like any Busy, counted here where the ring's counters are.
+        let refused = core::mem::take(&mut pre.out_of_grants);
+        self.stats.out_of_grants += refused;
+        self.stats.busy += refused;
         let r = match req {
             Request::Flush | Request::Discard { .. } if pre.is_empty() => {
                 return self.queue(mem, front, ring, rq, req, &[]);
@@ -343,6 +347,54 @@ mod tests {
             sector: 0,
             fua: false,
         }
+    }
+
+    #[test]
+    fn a_request_refused_for_want_of_references_counts_as_busy() {
+        use crate::ring::SliceRing;
+        let n = Negotiated {
+            queues: 1,
+            ring_page_order: 0,
+            ring_pages: 1,
+            persistent: false,
+            indirect_segments: 0,
+            segments_per_request: 11,
+            flush: None,
+            discard: None,
+            sectors: 1 << 21,
+            info: 0,
+            sector_size: 512,
+            physical_sector_size: 512,
+            minimum_io_size: None,
+            optimal_io_size: None,
+            copy_data: false,
+        };
+        let geo = Geometry::new(&n, 32, 11);
+        let frames = alloc::vec![0u32; geo.frames(false)];
+        let mut dp = DataPath::<VecStorage, u32, u32>::new(&n, geo, 0, &frames, 0).unwrap();
+        let (mut t, mut pre) = setup(1, 11);
+        pre.begin(&mut t, &write());
+        let two_frames = Piece {
+            page: 0,
+            offset: 0,
+            len: 8192,
+        };
+        assert_eq!(pre.add(&mut t, &two_frames), Err(QueueError::Busy));
+        pre.end_unsent(&mut t);
+        // The next request reaches the ring and brings the count along.
+        t.left = 4;
+        let mut mem = alloc::vec![0u8; XEN_PAGE_SIZE as usize];
+        let mut front = FrontRing::new(1).unwrap();
+        front.init_shared(&mut SliceRing::new(&mut mem));
+        pre.begin(&mut t, &write());
+        pre.add(&mut t, &two_frames).unwrap();
+        let mut ring = SliceRing::new(&mut mem);
+        assert!(dp
+            .queue_granted(&mut t, &mut front, &mut ring, 7, write(), &mut pre)
+            .is_ok());
+        let st = dp.stats();
+        assert_eq!((st.busy, st.out_of_grants, st.requests), (1, 1, 1));
+        assert_eq!(dp.grant_stats().in_use, 2);
     }
 
     #[test]

@@ -15,7 +15,7 @@ for load in $(echo "${VERIFY_LOADS:--}" | tr , ' '); do
     check "insmod $MOD $params" insmod "/lib/modules/$MOD.ko" $params
     for i in $(seq 1 40); do [ -b "/dev/$D" ] && break; sleep 0.25; done
     [ -b "/dev/$D" ] || { not_ok "/dev/$D appears ($load)"; finish; exit; }
-    for qd in 1 32; do fio_verify "" "$D" "$SIZE" $qd; done
+    for qd in 1 32; do fio_verify "$params" "$D" "$SIZE" $qd; done
     unbind_vbds "$MOD"
     check "rmmod $MOD" unload "$MOD"
 done

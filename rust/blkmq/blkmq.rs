@@ -25,8 +25,10 @@
 //!   [`Request::into_raw`] and takes it back with [`Request::from_raw`] (an
 //!   `unsafe` step that only rust/ abstractions such as rust/virtio take).
 //!   Every request carries the driver's [`Operations::RequestData`] and a
-//!   scatterlist of the tag set's `max_segments` entries, chained to a
-//!   larger table while in flight when its data has more segments.
+//!   scatterlist of the tag set's `inline_sg` entries, chained to a
+//!   larger table while in flight when its data has more segments (or
+//!   none, for a driver that walks the pages with
+//!   [`Request::for_each_page_run`]).
 
 use core::{
     ffi::c_void,
@@ -37,7 +39,8 @@ use core::{
     marker::PhantomData,
     mem::{
         align_of,
-        size_of, //
+        size_of,
+        MaybeUninit, //
     },
     ptr::NonNull,
     sync::atomic::{

@@ -4,7 +4,8 @@
 //! scatterlist.
 //!
 //! The PDU is `RequestData`, then [`SgChain`], then the request's inline
-//! scatterlist (the tag set's `max_segments` entries). A request with more
+//! scatterlist (the tag set's `inline_sg` entries; none for a driver that
+//! walks the pages, [`Request::for_each_page_run`]). A request with more
 //! data segments than that (a queue whose `max_segments` is larger) gets a
 //! chained table from the kernel's scatterlist pools for the time it is in
 //! flight (`sg_alloc_table_chained`, the inline entries as its first chunk,
@@ -42,6 +43,23 @@ pub(super) const fn sg_offset<R>() -> usize {
         chain_offset::<R>() + size_of::<SgChain>(),
         align_of::<bindings::scatterlist>(),
     )
+}
+
+/// The PDU of `rq`: the `cmd_size` bytes blk-mq allocates right behind
+/// each request. This is what `blk_mq_rq_to_pdu` does (`return rq + 1;`),
+/// written out because the kernel crate's binding of that inline function
+/// is an out-of-line helper call, and a request's handle reaches its PDU
+/// several times per dispatch.
+///
+/// # Safety
+///
+/// `rq` must point to a request allocated by a tag set.
+pub(super) unsafe fn pdu(rq: *mut bindings::request) -> *mut u8 {
+    // SAFETY: blk-mq allocates `sizeof(struct request) + cmd_size` bytes
+    // per request of a tag set (the caller's request), and the bindings'
+    // `request` has the C layout of this kernel tree, so one past it is
+    // the PDU, in the same allocation.
+    unsafe { rq.add(1).cast() }
 }
 
 /// Owned handle on one request of a driver `T`.
@@ -182,13 +200,13 @@ impl<T: Operations> Request<T> {
     pub fn data(&self) -> &T::RequestData {
         // SAFETY: the PDU starts with an initialised `T::RequestData`
         // (zeroed in `init_request`), owned by this unique handle.
-        unsafe { &*bindings::blk_mq_rq_to_pdu(self.raw()).cast::<T::RequestData>() }
+        unsafe { &*pdu(self.raw()).cast::<T::RequestData>() }
     }
 
     /// The driver's per-request data, mutably.
     pub fn data_mut(&mut self) -> &mut T::RequestData {
         // SAFETY: as in `data`; `&mut self` makes the access exclusive.
-        unsafe { &mut *bindings::blk_mq_rq_to_pdu(self.raw()).cast::<T::RequestData>() }
+        unsafe { &mut *pdu(self.raw()).cast::<T::RequestData>() }
     }
 
     /// The request's scatterlist as [`Request::map_sg`] filled it: the
@@ -215,22 +233,12 @@ impl<T: Operations> Request<T> {
     fn sg_chain(&self) -> *mut SgChain {
         // SAFETY: the PDU is `cmd_size` bytes: `T::RequestData`, the
         // `SgChain` at `chain_offset`, the inline scatterlist (`TagSet::new`).
-        unsafe {
-            bindings::blk_mq_rq_to_pdu(self.raw())
-                .cast::<u8>()
-                .add(chain_offset::<T::RequestData>())
-                .cast()
-        }
+        unsafe { pdu(self.raw()).add(chain_offset::<T::RequestData>()).cast() }
     }
 
     fn inline_sg(&self) -> *mut bindings::scatterlist {
         // SAFETY: as in `sg_chain`.
-        unsafe {
-            bindings::blk_mq_rq_to_pdu(self.raw())
-                .cast::<u8>()
-                .add(sg_offset::<T::RequestData>())
-                .cast()
-        }
+        unsafe { pdu(self.raw()).add(sg_offset::<T::RequestData>()).cast() }
     }
 
     /// What the request took for one dispatch, given back on every way it
@@ -297,14 +305,62 @@ impl<T: Operations> Request<T> {
     /// it to hardware (headers, status bytes).
     pub fn data_ptr(&self) -> *mut T::RequestData {
         // SAFETY: `self.raw()` is a live request (type invariant).
-        unsafe { bindings::blk_mq_rq_to_pdu(self.raw()).cast() }
+        unsafe { pdu(self.raw()).cast() }
+    }
+
+    /// Calls `f` with each run of the request's data inside one page, in
+    /// order: the page, the byte offset in it and the length (the
+    /// single-page `bio_vec`s of its bios, as `rq_for_each_segment` walks
+    /// them). For drivers that need the pages, not a scatterlist: no
+    /// `blk_rq_map_sg` into the PDU to read back. Two runs may be
+    /// contiguous in one page (the block layer merged bios there); merging
+    /// them is the caller's. `EIO` for a request whose data is not its bios
+    /// (a special payload).
+    pub fn for_each_page_run(
+        &self,
+        mut f: impl FnMut(NonNull<bindings::page>, u32, u32) -> Result,
+    ) -> Result {
+        /// Runs read per call into the shim.
+        const BATCH: usize = 16;
+        let mut cursor = MaybeUninit::<shim::blkfront_rs_rq_pages>::uninit();
+        // SAFETY: `self.raw()` is a live request handed to the driver (type
+        // invariant), so its bios stay as they are until it ends; `cursor`
+        // is valid for writes.
+        if !unsafe { shim::blkfront_rs_rq_pages_start(self.raw().cast(), cursor.as_mut_ptr()) } {
+            return Err(code::EIO);
+        }
+        // Left uninitialized: the shim writes the runs it returns.
+        let mut runs = [const { MaybeUninit::<shim::blkfront_rs_page_run>::uninit() }; BATCH];
+        loop {
+            // SAFETY: `cursor` was set up by `blkfront_rs_rq_pages_start` on
+            // this request (which outlives the walk); `runs` has room for
+            // `BATCH` entries.
+            let got = unsafe {
+                shim::blkfront_rs_rq_pages_read(
+                    cursor.as_mut_ptr(),
+                    runs.as_mut_ptr().cast(),
+                    BATCH as u32,
+                )
+            } as usize;
+            if got == 0 {
+                return Ok(());
+            }
+            for run in runs.iter().take(got) {
+                // SAFETY: the shim wrote the first `got` entries (at most
+                // `BATCH`).
+                let run = unsafe { run.assume_init_ref() };
+                let page = NonNull::new(run.page.cast::<bindings::page>()).ok_or(code::EIO)?;
+                f(page, run.offset, run.length)?;
+            }
+        }
     }
 
     /// Map the data to the scatterlist (`blk_rq_map_sg`); returns the number
     /// of entries used (0 for a request without data). More segments than
     /// the inline entries take a chained table (`ENOMEM` when the pools
     /// are out: retry later), given back when the request goes back to
-    /// blk-mq (ended, requeued or rejected).
+    /// blk-mq (ended, requeued or rejected). `EIO` on a tag set made
+    /// without inline entries (see [`TagSet::new`]).
     pub fn map_sg(&mut self) -> Result<u32> {
         let nsegs = self.nr_phys_segments();
         if nsegs == 0 {
@@ -314,6 +370,11 @@ impl<T: Operations> Request<T> {
         // SAFETY: `chain` is this request's `SgChain`, its table unused: a
         // request goes back to blk-mq only through `release` (invariant).
         let inline = unsafe { (*chain).inline };
+        if inline == 0 {
+            // A tag set without inline entries is for drivers that walk
+            // the pages (`for_each_page_run`) and map no scatterlist.
+            return Err(code::EIO);
+        }
         if nsegs > inline {
             if !CAN_CHAIN_SG {
                 return Err(code::EIO);

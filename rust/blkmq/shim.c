@@ -275,3 +275,40 @@ void blkfront_rs_bio_requeue_free(struct blkfront_rs_bio_requeue *r)
 	flush_work(&r->work);
 	kfree(r);
 }
+
+static_assert(sizeof(struct bvec_iter) <= sizeof(((struct blkfront_rs_rq_pages *)0)->iter));
+
+bool blkfront_rs_rq_pages_start(struct request *rq, struct blkfront_rs_rq_pages *c)
+{
+	if (rq->rq_flags & RQF_SPECIAL_PAYLOAD)
+		return false;
+	c->bio = rq->bio;
+	if (c->bio)
+		memcpy(c->iter, &c->bio->bi_iter, sizeof(struct bvec_iter));
+	return true;
+}
+
+unsigned int blkfront_rs_rq_pages_read(struct blkfront_rs_rq_pages *c,
+				       struct blkfront_rs_page_run *out, unsigned int max)
+{
+	struct bvec_iter *iter = (struct bvec_iter *)c->iter;
+	unsigned int n = 0;
+
+	while (c->bio && n < max) {
+		struct bio_vec bv;
+
+		if (!iter->bi_size) {
+			c->bio = c->bio->bi_next;
+			if (c->bio)
+				*iter = c->bio->bi_iter;
+			continue;
+		}
+		bv = bio_iter_iovec(c->bio, *iter);
+		out[n].page = bv.bv_page;
+		out[n].offset = bv.bv_offset;
+		out[n].length = bv.bv_len;
+		n++;
+		bio_advance_iter_single(c->bio, iter, bv.bv_len);
+	}
+	return n;
+}

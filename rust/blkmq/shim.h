@@ -20,6 +20,8 @@ struct queue_limits;
 struct gendisk;
 struct device;
 struct request;
+struct bio;
+struct page;
 struct blkfront_rs_bio_requeue;
 
 /* Longest serial kept for /sys/block/<disk>/serial. */
@@ -89,6 +91,36 @@ void blkfront_rs_blkmq_limits_start_update(struct gendisk *disk,
  */
 struct blkfront_rs_bio_requeue *blkfront_rs_bio_requeue_alloc(void);
 void blkfront_rs_bio_requeue_rq(struct blkfront_rs_bio_requeue *r, struct request *rq);
+
+/*
+ * A request's data page by page, straight from its bios (what
+ * rq_for_each_segment walks), for drivers that need pages, not a
+ * scatterlist: no blk_rq_map_sg() into the PDU and read back. The cursor
+ * is the current bio and a copy of its struct bvec_iter (opaque here,
+ * size checked in shim.c).
+ */
+struct blkfront_rs_rq_pages {
+	struct bio *bio;
+	u64 iter[3];
+};
+/* One single-page bio_vec: a run of bytes inside one page. */
+struct blkfront_rs_page_run {
+	struct page *page;
+	unsigned int offset;
+	unsigned int length;
+};
+/*
+ * Starts @c at the first byte of @rq's data. False for a request whose
+ * data is not its bios (RQF_SPECIAL_PAYLOAD).
+ */
+bool blkfront_rs_rq_pages_start(struct request *rq, struct blkfront_rs_rq_pages *c);
+/*
+ * Writes up to @max runs from @c on to @out, advancing @c; returns how
+ * many (0 at the end of the data). Runs are single-page bio_vecs in
+ * order; two may be contiguous in one page (the caller merges).
+ */
+unsigned int blkfront_rs_rq_pages_read(struct blkfront_rs_rq_pages *c,
+				       struct blkfront_rs_page_run *out, unsigned int max);
 void blkfront_rs_bio_requeue_flush(struct blkfront_rs_bio_requeue *r);
 void blkfront_rs_bio_requeue_free(struct blkfront_rs_bio_requeue *r);
 

@@ -5,6 +5,7 @@
 
 use super::request::{
     chain_offset,
+    pdu,
     sg_offset,
     SgChain, //
 };
@@ -24,7 +25,8 @@ pub struct TagSet<T: Operations> {
     /// First field: `map_queues` finds the `TagSet` from the C pointer.
     #[pin]
     inner: Opaque<bindings::blk_mq_tag_set>,
-    max_segments: u32,
+    /// Scatterlist entries inline in each request's PDU.
+    inline_sg: u32,
     /// The last `poll_queues` hardware queues are polled (blk-mq's
     /// `HCTX_TYPE_POLL` map); the others take interrupts.
     poll_queues: u32,
@@ -45,20 +47,22 @@ unsafe impl<T: Operations> Sync for TagSet<T> {}
 
 impl<T: Operations> TagSet<T> {
     /// A tag set with `nr_hw_queues` queues of `queue_depth` requests each,
-    /// `max_segments` inline scatterlist entries per request (a request
+    /// `inline_sg` inline scatterlist entries per request (a request
     /// with more segments chains a table for its time in flight: see
-    /// [`Request::map_sg`]), and `data` shared by every callback.
+    /// [`Request::map_sg`]; 0 for a driver that walks a request's pages
+    /// with [`Request::for_each_page_run`] and maps no scatterlist), and
+    /// `data` shared by every callback.
     pub fn new(
         nr_hw_queues: u32,
         queue_depth: u32,
-        max_segments: u32,
+        inline_sg: u32,
         data: T::QueueData,
     ) -> impl PinInit<Self, Error> {
         Self::build(
             nr_hw_queues,
             0,
             queue_depth,
-            max_segments,
+            inline_sg,
             data,
             core::ptr::null_mut(),
         )
@@ -80,7 +84,7 @@ impl<T: Operations> TagSet<T> {
         nr_hw_queues: u32,
         poll_queues: u32,
         queue_depth: u32,
-        max_segments: u32,
+        inline_sg: u32,
         data: T::QueueData,
         dev: &Device,
     ) -> impl PinInit<Self, Error> {
@@ -88,7 +92,7 @@ impl<T: Operations> TagSet<T> {
             nr_hw_queues,
             poll_queues,
             queue_depth,
-            max_segments,
+            inline_sg,
             data,
             core::ptr::from_ref(dev).cast_mut().cast(),
         )
@@ -98,18 +102,15 @@ impl<T: Operations> TagSet<T> {
         nr_hw_queues: u32,
         poll_queues: u32,
         queue_depth: u32,
-        max_segments: u32,
+        inline_sg: u32,
         data: T::QueueData,
         irq_dev: *mut bindings::device,
     ) -> impl PinInit<Self, Error> {
         const { assert!(align_of::<T::RequestData>() <= 8) };
-        let cmd_size = max_segments
+        let cmd_size = inline_sg
             .checked_mul(size_of::<bindings::scatterlist>() as u32)
             .and_then(|s| s.checked_add(sg_offset::<T::RequestData>() as u32));
-        let valid = max_segments != 0
-            && nr_hw_queues != 0
-            && queue_depth != 0
-            && poll_queues < nr_hw_queues;
+        let valid = nr_hw_queues != 0 && queue_depth != 0 && poll_queues < nr_hw_queues;
         let nr_maps = if poll_queues == 0 {
             1
         } else {
@@ -120,7 +121,7 @@ impl<T: Operations> TagSet<T> {
         try_pin_init!(Self {
             irq_dev,
             poll_queues,
-            max_segments,
+            inline_sg,
             sg_chains_out: AtomicUsize::new(0),
             inner <- Opaque::try_ffi_init(move |slot: *mut bindings::blk_mq_tag_set| {
                 let cmd_size = cmd_size.ok_or(code::EINVAL)?;
@@ -155,11 +156,6 @@ impl<T: Operations> TagSet<T> {
 
     pub(super) fn raw(&self) -> *mut bindings::blk_mq_tag_set {
         self.inner.get()
-    }
-
-    /// Inline scatterlist entries per request.
-    pub fn max_segments(&self) -> u32 {
-        self.max_segments
     }
 
     /// The shared queue data.
@@ -367,11 +363,13 @@ impl<T: Operations> OpsTable<T> {
         // count and initialise the scatterlist behind it.
         unsafe {
             let cmd_size = (*set).cmd_size as usize;
-            let pdu = bindings::blk_mq_rq_to_pdu(rq).cast::<u8>();
+            let pdu = pdu(rq);
             core::ptr::write_bytes(pdu, 0, cmd_size);
             let nsg = ((cmd_size - off) / size_of::<bindings::scatterlist>()) as u32;
             (*pdu.add(chain_offset::<T::RequestData>()).cast::<SgChain>()).inline = nsg;
-            bindings::sg_init_table(pdu.add(off).cast(), nsg);
+            if nsg > 0 {
+                bindings::sg_init_table(pdu.add(off).cast(), nsg);
+            }
         }
         0
     }

@@ -9,10 +9,7 @@
 //! release (the grant table code takes its own page reference) until the
 //! backend lets go, so the caller may free its page right after.
 
-use core::{
-    mem::MaybeUninit,
-    ptr::NonNull, //
-};
+use core::ptr::NonNull;
 
 use kernel::prelude::*;
 
@@ -20,6 +17,7 @@ use super::{
     bindings,
     XEN_PAGE_SIZE, //
 };
+use crate::blkcore::mapping::Piece;
 
 /// A grant reference (`grant_ref_t`).
 pub type GrantRef = u32;
@@ -242,69 +240,37 @@ impl Drop for GrantTable {
     }
 }
 
-/// Walks the data of a started block request: maps it to the request's
-/// scatterlist (`blk_rq_map_sg`, through `rust/blkmq`) and calls `f` with
-/// each entry's frame, byte offset and length. Returns the entry count.
+/// Walks the data of a started block request page by page (its bios'
+/// `bio_vec`s, through `rust/blkmq`) and calls `f` with each run's frame,
+/// byte offset and length. Runs contiguous in one page are merged first
+/// ([`Piece::extend`]): the block layer counted them as one segment, so
+/// they must take one frame's segment on the ring, not two (a page is one
+/// Xen frame: `PAGE_SIZE == XEN_PAGE_SIZE`, see the crate root).
 ///
 /// The frames stay valid until the request is ended: the block layer pins
 /// a request's pages while it is in flight, and the driver keeps the
 /// `Request` (and with it the frames it recorded) until completion.
 pub fn for_each_request_frame<T: crate::blkmq::Operations>(
-    rq: &mut crate::blkmq::Request<T>,
+    rq: &crate::blkmq::Request<T>,
     mut f: impl FnMut(Frame, u32, u32) -> Result,
-) -> Result<u32> {
-    /// Entries copied out of the scatterlist per call.
-    const BATCH: usize = 16;
-    let n = rq.map_sg()?;
-    let mut sg = rq.sg_ptr().cast::<bindings::scatterlist>();
-    // Left uninitialized: `rxen_sg_read` writes the entries it returns;
-    // zeroing them would be a 256-byte `memset` call per request, for a
-    // one-page request more stores than its whole walk.
-    let mut entries = [const { MaybeUninit::<bindings::rxen_sg_entry>::uninit() }; BATCH];
-    let mut todo = n as usize;
-    while todo > 0 {
-        // SAFETY: `sg` is the first of the `todo` entries left of the `n`
-        // that `map_sg` filled in the request's scatterlist (rust/blkmq
-        // invariant; the last one carries the end mark), or NULL; `entries`
-        // has room for `BATCH`.
-        let got =
-            unsafe { bindings::rxen_sg_read(&mut sg, entries.as_mut_ptr().cast(), BATCH as u32) };
-        let got = (got as usize).min(todo).min(BATCH);
-        if got == 0 {
-            return Err(EIO);
+) -> Result {
+    let mut run: Option<Piece<Frame>> = None;
+    rq.for_each_page_run(|page, offset, len| {
+        let next = Piece {
+            page: Frame(page.cast()),
+            offset,
+            len,
+        };
+        if run.as_mut().is_some_and(|r| r.extend(&next)) {
+            return Ok(());
         }
-        todo -= got;
-        for e in entries.iter().take(got) {
-            // SAFETY: `rxen_sg_read` wrote the first `got` entries (it
-            // returns how many it wrote, at most `BATCH`).
-            let e = unsafe { e.assume_init_ref() };
-            let mut page = NonNull::new(e.page).ok_or(EIO)?;
-            // An entry is physically contiguous but may cross page
-            // boundaries (the block layer merges adjacent pages up to
-            // max_segment_size unless seg_boundary_mask forbids it): hand
-            // it out page by page.
-            let mut off = e.offset as usize;
-            let mut left = e.length as usize;
-            while off >= XEN_PAGE_SIZE {
-                // SAFETY: the entry's range starts `off` bytes into a
-                // contiguous run beginning at `page`.
-                page = NonNull::new(unsafe { bindings::rxen_page_add(page.as_ptr(), 1) })
-                    .ok_or(EIO)?;
-                off -= XEN_PAGE_SIZE;
-            }
-            while left > 0 {
-                let chunk = left.min(XEN_PAGE_SIZE - off);
-                f(Frame(page), off as u32, chunk as u32)?;
-                left -= chunk;
-                off = 0;
-                if left > 0 {
-                    // SAFETY: as above, the run continues into the next
-                    // page.
-                    page = NonNull::new(unsafe { bindings::rxen_page_add(page.as_ptr(), 1) })
-                        .ok_or(EIO)?;
-                }
-            }
+        match run.replace(next) {
+            Some(r) => f(r.page, r.offset, r.len),
+            None => Ok(()),
         }
+    })?;
+    match run {
+        Some(r) => f(r.page, r.offset, r.len),
+        None => Ok(()),
     }
-    Ok(n)
 }

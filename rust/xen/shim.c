@@ -295,32 +295,6 @@ void rxen_free_page(struct page *page)
 }
 
 /*
- * A batch of entries per call from Rust, not two calls per entry (the walk
- * runs for every segment of every request).
- */
-unsigned int rxen_sg_read(struct scatterlist **sg, struct rxen_sg_entry *out,
-			  unsigned int max)
-{
-	struct scatterlist *s = *sg;
-	unsigned int n = 0;
-
-	while (s && n < max) {
-		out[n].page = sg_page(s);
-		out[n].offset = s->offset;
-		out[n].length = s->length;
-		n++;
-		s = sg_next(s);
-	}
-	*sg = s;
-	return n;
-}
-
-struct page *rxen_page_add(struct page *page, unsigned long n)
-{
-	return pfn_to_page(page_to_pfn(page) + n);
-}
-
-/*
  * Periodic work: @fn(@ctx) every @period_ms on the system workqueue, until
  * rxen_periodic_stop(), which waits for a running call and frees it
  * (cancel_delayed_work_sync handles the work re-queueing itself).

@@ -102,25 +102,7 @@ int rxen_gnttab_try_end_foreign_access(u32 ref);
 /* End access eventually; page (may be NULL) is put when the backend lets go. */
 void rxen_gnttab_end_foreign_access(u32 ref, struct page *page);
 
-/* ---- scatterlists (filled by blk_rq_map_sg) ---- */
-struct scatterlist;
-/* One scatterlist entry, as rxen_sg_read copies it out. */
-struct rxen_sg_entry {
-	struct page *page;
-	unsigned int offset;
-	unsigned int length;
-};
-/*
- * Copies the entries from *sg on (following chained tables) to out, at
- * most max, and moves *sg past them (NULL after the last entry): how many
- * were copied, fewer than max only at the end of the list.
- */
-unsigned int rxen_sg_read(struct scatterlist **sg, struct rxen_sg_entry *out,
-			  unsigned int max);
-
 /* ---- pages ---- */
-/* The page n pages after page (physically contiguous range). */
-struct page *rxen_page_add(struct page *page, unsigned long n);
 void *rxen_kmap_local_page(struct page *page);
 void rxen_kunmap_local(void *addr);
 struct page *rxen_alloc_page(void);

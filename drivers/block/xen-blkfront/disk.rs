@@ -114,7 +114,10 @@ impl Queues {
     /// finds a ring not yet reconnected is retried (busy).
     fn ring_for(&self, hctx: HwQueue) -> Option<&Arc<Ring<BlkOps>>> {
         let served = self.served.load(Ordering::Relaxed).max(1);
-        self.rings.get(hctx.index() as usize % served)
+        let i = hctx.index() as usize;
+        // No division on the common path (a division per request is not
+        // free, and under TCG a helper call).
+        self.rings.get(if i < served { i } else { i % served })
     }
 }
 
@@ -179,7 +182,7 @@ impl blkmq::Operations for BlkOps {
             }
             let mut refused = QueueError::Io;
             let granted = !rw
-                || for_each_request_frame(&mut rq, |page, offset, len| {
+                || for_each_request_frame(&rq, |page, offset, len| {
                     pre.add(gt, &Piece { page, offset, len }).map_err(|e| {
                         refused = e;
                         EIO
@@ -203,7 +206,7 @@ impl blkmq::Operations for BlkOps {
             // Which piece failed is not reported here (any failure fails
             // the request): index 0.
             let mapped = !rw
-                || for_each_request_frame(&mut rq, |page, offset, len| {
+                || for_each_request_frame(&rq, |page, offset, len| {
                     map_piece(&Piece { page, offset, len }, 0, |seg| {
                         segs.push_within_capacity(seg).map_err(|_| full)
                     })
@@ -422,7 +425,8 @@ impl Disk {
         let queues_for_purge = queues.clone();
         let queues_for_disk = queues.clone();
         let tagset = Arc::pin_init(
-            TagSet::new(nr, depth, limits.max_segments, queues),
+            // No inline scatterlist: `queue_rq` walks the request's pages.
+            TagSet::new(nr, depth, 0, queues),
             GFP_KERNEL,
         )?;
         let mut gd = GenDisk::new(tagset, limits, fmt!("{}", name.as_str()), n.sectors)?;

@@ -42,6 +42,26 @@ pub struct Piece<P> {
     pub len: u32,
 }
 
+impl<P: Copy + PartialEq> Piece<P> {
+    /// Appends `next` to this piece if it starts where this one ends in the
+    /// same page, and says whether it did (no change if not). A request's
+    /// data walked bio_vec by bio_vec has two pieces in one page when the
+    /// block layer merged two bios there: it counted them as one segment,
+    /// and as one they must take one frame's segment, not two.
+    pub fn extend(&mut self, next: &Piece<P>) -> bool {
+        if next.page != self.page || self.offset.checked_add(self.len) != Some(next.offset) {
+            return false;
+        }
+        match self.len.checked_add(next.len) {
+            Some(len) => {
+                self.len = len;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 /// One segment: a run of sectors inside one 4 KiB Xen frame of a page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MappedSegment<P> {

@@ -258,6 +258,34 @@ fn encodes_indirect_one_mib() {
 }
 
 proptest! {
+    /// Pieces merged as the kernel walk merges them (`Piece::extend` on each
+    /// next piece) cover the same bytes in the same order and map to no
+    /// more segments than the pieces as they came.
+    #[test]
+    fn merging_pieces_keeps_their_bytes_and_never_adds_segments(pieces in prop::collection::vec((0u32..3, 0u32..8, 1u32..8), 1..20)) {
+        let pieces: Vec<_> = pieces
+            .into_iter()
+            .map(|(page, off, len)| Piece { page, offset: off * 512, len: len.min(8 - off).max(1) * 512 })
+            .collect();
+        let mut merged: Vec<Piece<u32>> = Vec::new();
+        for p in &pieces {
+            if !merged.last_mut().is_some_and(|run| run.extend(p)) {
+                merged.push(*p);
+            }
+        }
+        let bytes = |ps: &[Piece<u32>]| {
+            ps.iter()
+                .flat_map(|p| (p.offset / 512..(p.offset + p.len) / 512).map(move |s| (p.page, s)))
+                .collect::<Vec<_>>()
+        };
+        prop_assert_eq!(bytes(&merged), bytes(&pieces));
+        let mut out = vec![seg0(); 4096];
+        let as_came = map_pieces(&pieces, 4096, &mut out).unwrap();
+        let as_merged = map_pieces(&merged, 4096, &mut out).unwrap();
+        prop_assert!(as_merged.nr_segments <= as_came.nr_segments);
+        prop_assert_eq!(as_merged.nr_sectors, as_came.nr_sectors);
+    }
+
     /// Segments cover exactly the pieces' bytes, in order, never crossing a frame.
     #[test]
     fn mapping_covers_pieces(pieces in prop::collection::vec((0u32..4, 0u32..32, 1u32..32), 1..20)) {
@@ -289,6 +317,28 @@ proptest! {
         let total: u64 = pieces.iter().map(|p| u64::from(p.len / 512)).sum();
         prop_assert_eq!(s.nr_sectors, total);
     }
+}
+
+#[test]
+fn a_piece_extends_only_with_the_bytes_right_after_it_in_its_page() {
+    let p = |page: u32, offset: u32, len: u32| Piece { page, offset, len };
+    let mut run = p(1, 512, 1024);
+    assert!(run.extend(&p(1, 1536, 512)));
+    assert_eq!(run, p(1, 512, 1536));
+    // A gap, an overlap, another page, a piece before it: no change.
+    for next in [
+        p(1, 2560, 512),
+        p(1, 1536, 512),
+        p(2, 2048, 512),
+        p(1, 0, 512),
+    ] {
+        assert!(!run.extend(&next), "{next:?}");
+        assert_eq!(run, p(1, 512, 1536));
+    }
+    // A length that would overflow is not merged.
+    let mut huge = p(1, 0, u32::MAX - 511);
+    assert!(!huge.extend(&p(1, u32::MAX - 511, 1024)));
+    assert_eq!(huge.len, u32::MAX - 511);
 }
 
 #[test]

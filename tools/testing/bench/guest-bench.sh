@@ -321,9 +321,12 @@ exp_calib() {
 # W samples in_driver_module=S", the top leaves and chains
 # "PROFILE[-LEAF] drv W samples leaf<caller", and every sample with a
 # driver frame by leaf and the driver's innermost frame ("PROFILE-DRV drv
-# W samples leaf@frame": all of them, so that they add up to S); needs perf in the guest
+# W samples leaf@frame": all of them, so that they add up to S), and the
+# samples whose leaf is in the driver module by instruction ("PROFILE-IP
+# drv W samples sym+0xoff", to read against objdump -d of the .ko, where
+# the samples of a function go); needs perf in the guest
 # (xen-guest.sh DOMU_EXTRA_BINS=/usr/bin/perf).
-profile_fold() { # "drv wl": perf script (comm,ip,sym,dso) on stdin -> PROFILE lines
+profile_fold() { # "drv wl": perf script (comm,ip,sym,symoff,dso) on stdin -> PROFILE lines
     awk -v d="$1" '
         function flush() {
             if (n == 0) return
@@ -331,19 +334,22 @@ profile_fold() { # "drv wl": perf script (comm,ip,sym,dso) on stdin -> PROFILE l
             if (!idle) {
                 busy++; k = f[1]; for (i = 2; i <= 6 && i <= n; i++) k = k "<" f[i]; c[k]++; leaf[f[1]]++
                 if (drv) { indrv++; dk[f[1] "@" f[drv]]++ }
+                if (leafoff != "") ip[leafoff]++
             }
-            n = 0; idle = 0; drv = 0
+            n = 0; idle = 0; drv = 0; leafoff = ""
         }
         /^[^ \t]/ { flush(); next }
         /^[ \t]*$/ { flush(); next }
-        { s = $2; sub(/\+0x.*/, "", s); f[++n] = s; if (!drv && $NF ~ /^\(\[xen_blkfront(_rs)?\]\)$/) drv = n }
+        { s = $2; sub(/\+0x.*/, "", s); f[++n] = s
+          if (!drv && $NF ~ /^\(\[xen_blkfront(_rs)?\]\)$/) { drv = n; if (n == 1) leafoff = $2 } }
         END {
             flush()
             print "PROFILE-BUSY " d " " busy + 0 " in_driver_module=" indrv + 0
             for (k in leaf) print "PROFILE-LEAF " d " " leaf[k] " " k
             for (k in c) print "PROFILE " d " " c[k] " " k
             for (k in dk) print "PROFILE-DRV " d " " dk[k] " " k
-        }' | sort -k4,4nr | awk '$1 == "PROFILE-BUSY" || $1 == "PROFILE-DRV" || ($1 == "PROFILE-LEAF" && nl++ < 25) || ($1 == "PROFILE" && np++ < 25)'
+            for (k in ip) print "PROFILE-IP " d " " ip[k] " " k
+        }' | sort -k4,4nr | awk '$1 == "PROFILE-BUSY" || $1 == "PROFILE-DRV" || $1 == "PROFILE-IP" || ($1 == "PROFILE-LEAF" && nl++ < 25) || ($1 == "PROFILE" && np++ < 25)'
 }
 exp_profile() { # after both_drivers_up
     local drv dev q0 q1 w RT=${PRT:-$RT}
@@ -358,7 +364,7 @@ exp_profile() { # after both_drivers_up
         wait
         q1=$(diskios $dev)
         echo "PROFILE-RUN $drv wl=$w $(cat /tmp/fio.out) reqs=$(dl "$q0" "$q1") (whole fio run; samples: $((RT - 2)) s of it)"
-        perf script -i /tmp/perf.data -F comm,ip,sym,dso 2>/dev/null | profile_fold "$drv $w"
+        perf script -i /tmp/perf.data -F comm,ip,sym,symoff,dso 2>/dev/null | profile_fold "$drv $w"
     done; done
 }
 

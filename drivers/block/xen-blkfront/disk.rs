@@ -60,6 +60,7 @@ use crate::ring::{
     Scratch, //
 };
 use crate::xen::{
+    evtchn::Notifier,
     grant::for_each_request_frame,
     periodic::{
         Periodic,
@@ -232,7 +233,7 @@ impl blkmq::Operations for BlkOps {
 
     fn commit_rqs(qd: QueueDataRef<'_, Self>, hctx: HwQueue) {
         if let Some(ring) = qd.ring_for(hctx) {
-            ring.with_state(|st| st.push());
+            ring.with_state_then_notify(|st| ((), st.push()));
         }
     }
 
@@ -251,13 +252,14 @@ fn queue_locked(
     last: bool,
     queue: impl FnOnce(&mut RingState<BlkOps>) -> core::result::Result<(), (Rq, QueueError)>,
 ) -> core::result::Result<(), QueueError> {
-    ring.with_state(|st| {
+    ring.with_state_then_notify(|st| {
         if !st.usable() {
-            return Err(if st.broken() {
+            let e = if st.broken() {
                 QueueError::Io
             } else {
                 QueueError::Busy
-            });
+            };
+            return (Err(e), Notifier::default());
         }
         let r = queue(st).map_err(|(rq, e)| {
             // Give the handle back to blk-mq: it keeps the request on
@@ -267,10 +269,7 @@ fn queue_locked(
             }
             e
         });
-        if last {
-            st.push();
-        }
-        r
+        (r, if last { st.push() } else { Notifier::default() })
     })
 }
 

@@ -12,6 +12,7 @@ use kernel::{
     prelude::*,
     sync::{
         aref::ARef,
+        rcu,
         Arc,
         SpinLock,
         SpinLockIrq, //
@@ -231,6 +232,10 @@ impl<O: BlockOps> RingHandle<O> {
         // handler finds nothing to do and nobody notifies through the
         // channel that is unbound next.
         let rqs = self.ring.take_down();
+        // A `queue_rq` that read the notifier before `take_down` cleared it
+        // may still be about to send its event (after the ring lock, see
+        // `Ring::with_state_then_notify`): let it, then unbind.
+        rcu::synchronize_rcu();
         drop(self.irq.take());
         rqs
     }
@@ -395,6 +400,24 @@ impl<O: BlockOps> Ring<O> {
         let mut st = self.state.lock();
         f(&mut st)
     }
+
+    /// Like [`Ring::with_state`] for a `f` that may publish requests
+    /// ([`RingState::push`]): the event the backend asked for is sent
+    /// after the ring lock is dropped, so interrupts are not held off for
+    /// the hypercall (upstream sends it under its lock). The notifier is
+    /// used inside an RCU read section that began before it was read, and
+    /// [`RingHandle::suspend`] waits for those before it unbinds the
+    /// channel: no event goes to a channel unbound (or reused) meanwhile.
+    pub(crate) fn with_state_then_notify<R>(
+        &self,
+        f: impl FnOnce(&mut RingState<O>) -> (R, Notifier),
+    ) -> R {
+        let rcu = rcu::read_lock();
+        let (r, notifier) = self.with_state(f);
+        notifier.notify();
+        drop(rcu);
+        r
+    }
 }
 
 impl<O: BlockOps> RingState<O> {
@@ -460,22 +483,26 @@ impl<O: BlockOps> RingState<O> {
         Ok(())
     }
 
-    /// Publishes queued requests and notifies the backend if it asked
-    /// (`RING_PUSH_REQUESTS_AND_CHECK_NOTIFY`): once per batch.
-    pub(crate) fn push(&mut self) {
+    /// Publishes queued requests (`RING_PUSH_REQUESTS_AND_CHECK_NOTIFY`):
+    /// once per batch. Returns the notifier to call once the ring lock is
+    /// dropped if the backend asked for an event (a default one, which does
+    /// nothing, if not).
+    #[must_use]
+    pub(crate) fn push(&mut self) -> Notifier {
         if !self.pending_push {
-            return;
+            return Notifier::default();
         }
         self.pending_push = false;
         if let Some(io) = self.io.as_deref_mut() {
             io.maybe_purge();
         }
-        if self.front.push_requests_and_check_notify(&mut self.pages) {
-            self.notifier.notify();
-            if let Some(io) = self.io.as_deref_mut() {
-                io.dp.notified();
-            }
+        if !self.front.push_requests_and_check_notify(&mut self.pages) {
+            return Notifier::default();
         }
+        if let Some(io) = self.io.as_deref_mut() {
+            io.dp.notified();
+        }
+        self.notifier
     }
 
     /// Consumes the backend's responses (`blkif_interrupt`); finished

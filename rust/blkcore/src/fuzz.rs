@@ -15,7 +15,7 @@
 
 use core::fmt::{self, Write};
 
-mod datapath;
+pub(crate) mod datapath;
 pub use datapath::fuzz_datapath;
 
 use super::limits::{virtio_limits, xen_limits};

@@ -352,23 +352,7 @@ mod tests {
     #[test]
     fn a_request_refused_for_want_of_references_counts_as_busy() {
         use crate::ring::SliceRing;
-        let n = Negotiated {
-            queues: 1,
-            ring_page_order: 0,
-            ring_pages: 1,
-            persistent: false,
-            indirect_segments: 0,
-            segments_per_request: 11,
-            flush: None,
-            discard: None,
-            sectors: 1 << 21,
-            info: 0,
-            sector_size: 512,
-            physical_sector_size: 512,
-            minimum_io_size: None,
-            optimal_io_size: None,
-            copy_data: false,
-        };
+        let n = crate::fuzz::datapath::negotiated(0, 0);
         let geo = Geometry::new(&n, 32, 11);
         let frames = alloc::vec![0u32; geo.frames(false)];
         let mut dp = DataPath::<VecStorage, u32, u32>::new(&n, geo, 0, &frames, 0).unwrap();

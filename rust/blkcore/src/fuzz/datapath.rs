@@ -161,8 +161,10 @@ impl Memory for FuzzMem<'_, '_> {
 }
 
 /// A negotiation from two input bytes: persistent/copy, indirect segments,
-/// flush kind, discard, ring pages.
-fn negotiated(a: u8, b: u8) -> Negotiated {
+/// flush kind, discard, ring pages. `negotiated(0, 0)` is the plainest
+/// (one ring page, 11 direct segments, no persistent grants, no copy,
+/// neither flush nor discard), which host tests take too.
+pub(crate) fn negotiated(a: u8, b: u8) -> Negotiated {
     let persistent = a & 1 != 0;
     let indirect_segments = [0, 32, 64, 256][usize::from((a >> 1) & 3)];
     let flush =

@@ -112,7 +112,7 @@ impl<T: Handler> BoundIrq<T> {
 
     /// A handle to notify the backend through this channel.
     pub fn notifier(&self) -> Notifier {
-        Notifier(self.irq)
+        Notifier(self.port)
     }
 }
 
@@ -127,14 +127,19 @@ impl<T: Handler> Drop for BoundIrq<T> {
     }
 }
 
-/// Notifies the backend (`notify_remote_via_irq`). Copyable; notifying an
-/// irq that was unbound meanwhile is a no-op in the event channel code.
+/// Notifies the backend through an event channel port
+/// (`notify_remote_via_evtchn`: the hypercall alone, without
+/// `notify_remote_via_irq`'s lookup of the irq's port). Copyable. Xen
+/// refuses an event on a closed port, and the other end of a port reused
+/// meanwhile gets a spurious event, which every Xen driver must take; a
+/// driver that notifies outside its locks keeps a copy from outliving
+/// the binding (xen-blkfront: RCU, see its `Ring::with_state_then_notify`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Notifier(u32);
 
 impl Notifier {
     /// Whether this notifier names a channel (the default names none and
-    /// does nothing).
+    /// does nothing: Xen never hands out port 0).
     pub fn is_set(&self) -> bool {
         self.0 != 0
     }
@@ -144,8 +149,9 @@ impl Notifier {
         if !self.is_set() {
             return;
         }
-        // SAFETY: the event code looks the irq up and ignores unbound ones.
-        unsafe { bindings::rxen_notify_remote_via_irq(self.0 as i32) }
+        // SAFETY: `EVTCHNOP_send` takes a port number by value; any port,
+        // ours or not, is checked by Xen (see the type's doc).
+        unsafe { bindings::rxen_notify_remote_via_evtchn(self.0) }
     }
 }
 

@@ -216,9 +216,9 @@ void rxen_unbind_from_irqhandler(unsigned int irq, void *dev_id)
 	unbind_from_irqhandler(irq, dev_id);
 }
 
-void rxen_notify_remote_via_irq(int irq)
+void rxen_notify_remote_via_evtchn(u32 port)
 {
-	notify_remote_via_irq(irq);
+	notify_remote_via_evtchn(port);
 }
 
 void rxen_irq_lateeoi(unsigned int irq, bool spurious)

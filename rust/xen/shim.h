@@ -85,7 +85,7 @@ int rxen_xenbus_free_evtchn(struct xenbus_device *dev, u32 port);
 int rxen_bind_evtchn_to_irqhandler_lateeoi(u32 evtchn, irq_handler_t handler,
 					   const char *name, void *dev_id);
 void rxen_unbind_from_irqhandler(unsigned int irq, void *dev_id);
-void rxen_notify_remote_via_irq(int irq);
+void rxen_notify_remote_via_evtchn(u32 port);
 void rxen_irq_lateeoi(unsigned int irq, bool spurious);
 
 /* ---- grant table ---- */

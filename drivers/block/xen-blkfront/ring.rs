@@ -249,7 +249,7 @@ impl<O: BlockOps> RingHandle<O> {
             let mut st = self.ring.state.lock();
             // `suspend` must have left no way to the old channel: a notifier
             // or an unpushed batch surviving until here means a
-            // `commit_rqs` in the window could notify an irq unbound (and
+            // `commit_rqs` in the window could notify a port closed (and
             // perhaps reused) since. Checked on every reconnect, reported
             // once per ring (`xen-suspend.sh` asserts it never is).
             let stale = st.notifier.is_set() || st.pending_push;

@@ -257,16 +257,25 @@ fn encodes_indirect_one_mib() {
     );
 }
 
+/// Pieces from (page, first sector, sectors) triples, each cut to end
+/// inside a page of `sectors_per_page` sectors.
+fn sector_pieces(raw: Vec<(u32, u32, u32)>, sectors_per_page: u32) -> Vec<Piece<u32>> {
+    raw.into_iter()
+        .map(|(page, off, len)| Piece {
+            page,
+            offset: off * 512,
+            len: len.min(sectors_per_page - off).max(1) * 512,
+        })
+        .collect()
+}
+
 proptest! {
     /// Pieces merged as the kernel walk merges them (`Piece::extend` on each
     /// next piece) cover the same bytes in the same order and map to no
     /// more segments than the pieces as they came.
     #[test]
     fn merging_pieces_keeps_their_bytes_and_never_adds_segments(pieces in prop::collection::vec((0u32..3, 0u32..8, 1u32..8), 1..20)) {
-        let pieces: Vec<_> = pieces
-            .into_iter()
-            .map(|(page, off, len)| Piece { page, offset: off * 512, len: len.min(8 - off).max(1) * 512 })
-            .collect();
+        let pieces = sector_pieces(pieces, 8);
         let mut merged: Vec<Piece<u32>> = Vec::new();
         for p in &pieces {
             if !merged.last_mut().is_some_and(|run| run.extend(p)) {
@@ -289,10 +298,7 @@ proptest! {
     /// Segments cover exactly the pieces' bytes, in order, never crossing a frame.
     #[test]
     fn mapping_covers_pieces(pieces in prop::collection::vec((0u32..4, 0u32..32, 1u32..32), 1..20)) {
-        let pieces: Vec<_> = pieces
-            .into_iter()
-            .map(|(page, off, len)| Piece { page, offset: off * 512, len: len.min(32 - off).max(1) * 512 })
-            .collect();
+        let pieces = sector_pieces(pieces, 32);
         let mut out = vec![seg0(); 4096];
         let s = map_pieces(&pieces, 4096, &mut out).unwrap();
         let mut covered = Vec::new();

@@ -161,9 +161,8 @@ impl blkmq::Operations for BlkOps {
         };
         *rq.data_mut() = blkmq::Status::OK;
         rq.start();
-        if matches!(req, Request::Read { .. } | Request::Write { .. })
-            && rq.nr_phys_segments() > qd.max_segments.load(Ordering::Relaxed)
-        {
+        let rw = matches!(req, Request::Read { .. } | Request::Write { .. });
+        if rw && rq.nr_phys_segments() > qd.max_segments.load(Ordering::Relaxed) {
             rq.requeue_bios(&qd.requeue);
             qd.requeued_as_bios.fetch_add(1, Ordering::Relaxed);
             return Ok(());
@@ -174,7 +173,6 @@ impl blkmq::Operations for BlkOps {
         // own lock, taken before the ring's, never inside it).
         let mut scratch = ring.scratch.lock();
         let Scratch { segs, pre, gt } = &mut *scratch;
-        let rw = matches!(req, Request::Read { .. } | Request::Write { .. });
         let r = if let Some(pre) = pre {
             pre.begin(gt, &req);
             if rw {

@@ -28,7 +28,7 @@
 //!   scatterlist of the tag set's `inline_sg` entries, chained to a
 //!   larger table while in flight when its data has more segments (or
 //!   none, for a driver that walks the pages with
-//!   [`Request::for_each_page_run`]).
+//!   [`Request::page_runs`]).
 
 use core::{
     ffi::c_void,
@@ -303,6 +303,9 @@ pub use bio_requeue::BioRequeue;
 pub use gen_disk::GenDisk;
 pub use request::{
     BioRanges,
+    PageRun,
+    PageRunBuf,
+    PageRuns,
     Request, //
 };
 pub use tag_set::TagSet;

@@ -5,7 +5,7 @@
 //!
 //! The PDU is `RequestData`, then [`SgChain`], then the request's inline
 //! scatterlist (the tag set's `inline_sg` entries; none for a driver that
-//! walks the pages, [`Request::for_each_page_run`]). A request with more
+//! walks the pages, [`Request::page_runs`]). A request with more
 //! data segments than that (a queue whose `max_segments` is larger) gets a
 //! chained table from the kernel's scatterlist pools for the time it is in
 //! flight (`sg_alloc_table_chained`, the inline entries as its first chunk,
@@ -308,51 +308,36 @@ impl<T: Operations> Request<T> {
         unsafe { pdu(self.raw()).cast() }
     }
 
-    /// Calls `f` with each run of the request's data inside one page, in
-    /// order: the page, the byte offset in it and the length (the
+    /// The runs of the request's data inside one page, in order (the
     /// single-page `bio_vec`s of its bios, as `rq_for_each_segment` walks
-    /// them). For drivers that need the pages, not a scatterlist: no
-    /// `blk_rq_map_sg` into the PDU to read back. Two runs may be
-    /// contiguous in one page (the block layer merged bios there); merging
-    /// them is the caller's. `EIO` for a request whose data is not its bios
-    /// (a special payload).
-    pub fn for_each_page_run(
-        &self,
-        mut f: impl FnMut(NonNull<bindings::page>, u32, u32) -> Result,
-    ) -> Result {
-        /// Runs read per call into the shim.
-        const BATCH: usize = 16;
-        let mut cursor = MaybeUninit::<shim::blkfront_rs_rq_pages>::uninit();
+    /// them), read through `buf` (the caller's, so that the iterator
+    /// itself is two words to move). For drivers that need the pages, not
+    /// a scatterlist: no `blk_rq_map_sg` into the PDU to read back. Two
+    /// runs may be contiguous in one page (the block layer merged bios
+    /// there); merging them is the caller's. `EIO` for a request whose data
+    /// is not its bios (a special payload).
+    #[inline]
+    pub fn page_runs<'a>(&'a self, buf: &'a mut PageRunBuf) -> Result<PageRuns<'a, T>> {
         // SAFETY: `self.raw()` is a live request handed to the driver (type
-        // invariant), so its bios stay as they are until it ends; `cursor`
-        // is valid for writes.
-        if !unsafe { shim::blkfront_rs_rq_pages_start(self.raw().cast(), cursor.as_mut_ptr()) } {
-            return Err(code::EIO);
-        }
-        // Left uninitialized: the shim writes the runs it returns.
-        let mut runs = [const { MaybeUninit::<shim::blkfront_rs_page_run>::uninit() }; BATCH];
-        loop {
-            // SAFETY: `cursor` was set up by `blkfront_rs_rq_pages_start` on
-            // this request (which outlives the walk); `runs` has room for
-            // `BATCH` entries.
-            let got = unsafe {
-                shim::blkfront_rs_rq_pages_read(
-                    cursor.as_mut_ptr(),
-                    runs.as_mut_ptr().cast(),
-                    BATCH as u32,
-                )
-            } as usize;
-            if got == 0 {
-                return Ok(());
-            }
-            for run in runs.iter().take(got) {
-                // SAFETY: the shim wrote the first `got` entries (at most
-                // `BATCH`).
-                let run = unsafe { run.assume_init_ref() };
-                let page = NonNull::new(run.page.cast::<bindings::page>()).ok_or(code::EIO)?;
-                f(page, run.offset, run.length)?;
-            }
-        }
+        // invariant), so its bios stay as they are until it ends, which the
+        // borrow in `PageRuns` outlives not; `buf.cursor` is valid for
+        // writes, `buf.runs` has room for `PAGE_RUNS_BATCH` entries.
+        let got = unsafe {
+            shim::blkfront_rs_rq_pages_start(
+                self.raw().cast(),
+                buf.cursor.as_mut_ptr(),
+                buf.runs.as_mut_ptr().cast(),
+                PAGE_RUNS_BATCH as u32,
+            )
+        };
+        // Negative: not bios (`-EIO`).
+        let got = usize::try_from(got).map_err(|_| code::EIO)?;
+        Ok(PageRuns {
+            buf,
+            got: got.min(PAGE_RUNS_BATCH),
+            next: 0,
+            _rq: PhantomData,
+        })
     }
 
     /// Map the data to the scatterlist (`blk_rq_map_sg`); returns the number
@@ -372,7 +357,7 @@ impl<T: Operations> Request<T> {
         let inline = unsafe { (*chain).inline };
         if inline == 0 {
             // A tag set without inline entries is for drivers that walk
-            // the pages (`for_each_page_run`) and map no scatterlist.
+            // the pages (`page_runs`) and map no scatterlist.
             return Err(code::EIO);
         }
         if nsegs > inline {
@@ -469,5 +454,105 @@ impl Iterator for BioRanges<'_> {
         };
         self.bio = next;
         Some((sector, bytes >> 9))
+    }
+}
+
+/// Runs read per call into the shim: most requests are read by the one
+/// call [`Request::page_runs`] makes.
+const PAGE_RUNS_BATCH: usize = 16;
+
+/// One run of a request's data inside one page (see
+/// [`Request::page_runs`]).
+#[derive(Clone, Copy, Debug)]
+pub struct PageRun {
+    /// The page.
+    pub page: NonNull<bindings::page>,
+    /// Byte offset of the run in the page.
+    pub offset: u32,
+    /// Length of the run in bytes.
+    pub len: u32,
+}
+
+/// Where [`Request::page_runs`] reads a request's runs: a cursor in its
+/// bios and a batch of runs (the shim's). Left uninitialized: the shim
+/// writes what it returns.
+pub struct PageRunBuf {
+    cursor: MaybeUninit<shim::blkfront_rs_rq_pages>,
+    runs: [MaybeUninit<shim::blkfront_rs_page_run>; PAGE_RUNS_BATCH],
+}
+
+impl PageRunBuf {
+    /// An empty buffer (on the caller's stack: 280 bytes).
+    #[inline]
+    pub fn new() -> Self {
+        Self {
+            cursor: MaybeUninit::uninit(),
+            runs: [const { MaybeUninit::uninit() }; PAGE_RUNS_BATCH],
+        }
+    }
+}
+
+impl Default for PageRunBuf {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Iterator of [`Request::page_runs`].
+///
+/// # Invariants
+///
+/// `buf.cursor` was set up by `blkfront_rs_rq_pages_start` on a request
+/// that the borrow `'a` keeps live; the first `got` entries of `buf.runs`
+/// were written by the shim (`got <= PAGE_RUNS_BATCH`), `next <= got` of
+/// them returned.
+pub struct PageRuns<'a, T: Operations> {
+    buf: &'a mut PageRunBuf,
+    got: usize,
+    next: usize,
+    _rq: PhantomData<&'a Request<T>>,
+}
+
+impl<T: Operations> Iterator for PageRuns<'_, T> {
+    /// `EIO` for a run without a page (never seen: blk-mq's bios always
+    /// have pages; a driver fails such a request).
+    type Item = Result<PageRun>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Result<PageRun>> {
+        if self.next == self.got {
+            // Fewer than asked for last time: the data ended.
+            if self.got < PAGE_RUNS_BATCH {
+                return None;
+            }
+            // SAFETY: `buf.cursor` was set up on a live request (type
+            // invariant); `buf.runs` has room for `PAGE_RUNS_BATCH` entries.
+            let got = unsafe {
+                shim::blkfront_rs_rq_pages_read(
+                    self.buf.cursor.as_mut_ptr(),
+                    self.buf.runs.as_mut_ptr().cast(),
+                    PAGE_RUNS_BATCH as u32,
+                )
+            };
+            self.got = (got as usize).min(PAGE_RUNS_BATCH);
+            self.next = 0;
+            if self.got == 0 {
+                return None;
+            }
+        }
+        let run = self.buf.runs.get(self.next)?;
+        self.next += 1;
+        // SAFETY: the shim wrote the first `got` entries (type invariant),
+        // `next - 1 < got`.
+        let run = unsafe { run.assume_init_ref() };
+        Some(
+            NonNull::new(run.page.cast::<bindings::page>())
+                .map(|page| PageRun {
+                    page,
+                    offset: run.offset,
+                    len: run.length,
+                })
+                .ok_or(code::EIO),
+        )
     }
 }

@@ -278,14 +278,15 @@ void blkfront_rs_bio_requeue_free(struct blkfront_rs_bio_requeue *r)
 
 static_assert(sizeof(struct bvec_iter) <= sizeof(((struct blkfront_rs_rq_pages *)0)->iter));
 
-bool blkfront_rs_rq_pages_start(struct request *rq, struct blkfront_rs_rq_pages *c)
+int blkfront_rs_rq_pages_start(struct request *rq, struct blkfront_rs_rq_pages *c,
+			       struct blkfront_rs_page_run *out, unsigned int max)
 {
 	if (rq->rq_flags & RQF_SPECIAL_PAYLOAD)
-		return false;
+		return -EIO;
 	c->bio = rq->bio;
 	if (c->bio)
 		memcpy(c->iter, &c->bio->bi_iter, sizeof(struct bvec_iter));
-	return true;
+	return blkfront_rs_rq_pages_read(c, out, max);
 }
 
 unsigned int blkfront_rs_rq_pages_read(struct blkfront_rs_rq_pages *c,

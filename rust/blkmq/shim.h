@@ -110,14 +110,18 @@ struct blkfront_rs_page_run {
 	unsigned int length;
 };
 /*
- * Starts @c at the first byte of @rq's data. False for a request whose
- * data is not its bios (RQF_SPECIAL_PAYLOAD).
+ * Starts @c at the first byte of @rq's data and writes its first runs, as
+ * blkfront_rs_rq_pages_read(): one call for a request of at most @max
+ * runs. -EIO for a request whose data is not its bios
+ * (RQF_SPECIAL_PAYLOAD).
  */
-bool blkfront_rs_rq_pages_start(struct request *rq, struct blkfront_rs_rq_pages *c);
+int blkfront_rs_rq_pages_start(struct request *rq, struct blkfront_rs_rq_pages *c,
+			       struct blkfront_rs_page_run *out, unsigned int max);
 /*
  * Writes up to @max runs from @c on to @out, advancing @c; returns how
- * many (0 at the end of the data). Runs are single-page bio_vecs in
- * order; two may be contiguous in one page (the caller merges).
+ * many: fewer than @max only at the end of the data. Runs are single-page
+ * bio_vecs in order; two may be contiguous in one page (the caller
+ * merges).
  */
 unsigned int blkfront_rs_rq_pages_read(struct blkfront_rs_rq_pages *c,
 				       struct blkfront_rs_page_run *out, unsigned int max);

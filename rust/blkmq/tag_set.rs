@@ -50,7 +50,7 @@ impl<T: Operations> TagSet<T> {
     /// `inline_sg` inline scatterlist entries per request (a request
     /// with more segments chains a table for its time in flight: see
     /// [`Request::map_sg`]; 0 for a driver that walks a request's pages
-    /// with [`Request::for_each_page_run`] and maps no scatterlist), and
+    /// with [`Request::page_runs`] and maps no scatterlist), and
     /// `data` shared by every callback.
     pub fn new(
         nr_hw_queues: u32,

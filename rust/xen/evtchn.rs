@@ -133,7 +133,8 @@ impl<T: Handler> Drop for BoundIrq<T> {
 /// refuses an event on a closed port, and the other end of a port reused
 /// meanwhile gets a spurious event, which every Xen driver must take; a
 /// driver that notifies outside its locks keeps a copy from outliving
-/// the binding (xen-blkfront: RCU, see its `Ring::with_state_then_notify`).
+/// the binding (xen-blkfront: blk-mq's RCU dispatch section, see its
+/// `Ring::with_state_then_notify`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Notifier(u32);
 

@@ -32,7 +32,7 @@ const BATCH: u16 = 16;
 /// `self.0` points to a `struct page` that stays allocated for as long as
 /// any copy of this `Frame` is used (granted, read or written). Frames are
 /// only made by [`XenPage::frame`] (the owner outlives its grants: see
-/// [`XenPage`]) and by [`for_each_request_frame`] for the pages of a request
+/// [`XenPage`]) and by [`request_frames`] for the pages of a request
 /// blk-mq holds (the request outlives its grants).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Frame(NonNull<bindings::page>);
@@ -240,37 +240,33 @@ impl Drop for GrantTable {
     }
 }
 
-/// Walks the data of a started block request page by page (its bios'
-/// `bio_vec`s, through `rust/blkmq`) and calls `f` with each run's frame,
-/// byte offset and length. Runs contiguous in one page are merged first
-/// ([`Piece::extend`]): the block layer counted them as one segment, so
-/// they must take one frame's segment on the ring, not two (a page is one
-/// Xen frame: `PAGE_SIZE == XEN_PAGE_SIZE`, see the crate root).
+/// The data of a started block request as frames, page by page (its
+/// bios' `bio_vec`s, through `rust/blkmq`): each run's frame, byte offset
+/// and length. Runs contiguous in one page come merged
+/// ([`blkcore::mapping::merged`]): the block layer counted them as one
+/// segment, so they must take one frame's segment on the ring, not two (a
+/// page is one Xen frame: `PAGE_SIZE == XEN_PAGE_SIZE`, see the crate
+/// root). Read through `buf` (see [`Request::page_runs`]). An iterator,
+/// not a callback: the caller's per-frame work (granting) is inlined into
+/// its loop.
 ///
 /// The frames stay valid until the request is ended: the block layer pins
 /// a request's pages while it is in flight, and the driver keeps the
 /// `Request` (and with it the frames it recorded) until completion.
-pub fn for_each_request_frame<T: crate::blkmq::Operations>(
-    rq: &crate::blkmq::Request<T>,
-    mut f: impl FnMut(Frame, u32, u32) -> Result,
-) -> Result {
-    let mut run: Option<Piece<Frame>> = None;
-    rq.for_each_page_run(|page, offset, len| {
-        let next = Piece {
-            page: Frame(page.cast()),
-            offset,
-            len,
-        };
-        if run.as_mut().is_some_and(|r| r.extend(&next)) {
-            return Ok(());
-        }
-        match run.replace(next) {
-            Some(r) => f(r.page, r.offset, r.len),
-            None => Ok(()),
-        }
-    })?;
-    match run {
-        Some(r) => f(r.page, r.offset, r.len),
-        None => Ok(()),
-    }
+///
+/// [`blkcore::mapping::merged`]: crate::blkcore::mapping::merged
+/// [`Request::page_runs`]: crate::blkmq::Request::page_runs
+#[inline]
+pub fn request_frames<'a, T: crate::blkmq::Operations>(
+    rq: &'a crate::blkmq::Request<T>,
+    buf: &'a mut crate::blkmq::PageRunBuf,
+) -> Result<impl Iterator<Item = Result<Piece<Frame>>> + 'a> {
+    let runs = rq.page_runs(buf)?.map(|run| {
+        run.map(|run| Piece {
+            page: Frame(run.page.cast()),
+            offset: run.offset,
+            len: run.len,
+        })
+    });
+    Ok(crate::blkcore::mapping::merged(runs))
 }

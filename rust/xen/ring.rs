@@ -116,22 +116,61 @@ impl SharedPages {
         }
     }
 
+    // The ring barriers, once or twice per request and per interrupt. On
+    // x86-64 they are what C inlines (`__smp_wmb()`/`__smp_rmb()` are
+    // compiler barriers, `__smp_mb()` one locked add): inline here too, not
+    // a call into the shim. Other architectures call the kernel's.
+
     /// `virt_wmb()`.
+    #[inline]
     pub fn wmb(&self) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: an empty asm block that may touch memory: a compiler
+        // barrier, as x86's `__smp_wmb()` is (stores are not reordered
+        // with stores).
+        unsafe {
+            core::arch::asm!("", options(nostack, preserves_flags))
+        };
+        #[cfg(not(target_arch = "x86_64"))]
         // SAFETY: a barrier.
-        unsafe { bindings::rxen_virt_wmb() }
+        unsafe {
+            bindings::rxen_virt_wmb()
+        };
     }
 
     /// `virt_rmb()`.
+    #[inline]
     pub fn rmb(&self) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: an empty asm block that may touch memory: a compiler
+        // barrier, as x86's `__smp_rmb()` is (loads are not reordered with
+        // loads).
+        unsafe {
+            core::arch::asm!("", options(nostack, preserves_flags))
+        };
+        #[cfg(not(target_arch = "x86_64"))]
         // SAFETY: a barrier.
-        unsafe { bindings::rxen_virt_rmb() }
+        unsafe {
+            bindings::rxen_virt_rmb()
+        };
     }
 
     /// `virt_mb()`.
+    #[inline]
     pub fn mb(&self) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: x86's `__smp_mb()`: a locked add of 0 to the word below
+        // the stack pointer, exactly the kernel's instruction, orders
+        // every earlier load and store before every later one; it may
+        // touch memory, so it is a compiler barrier too.
+        unsafe {
+            core::arch::asm!("lock add dword ptr [rsp - 4], 0")
+        };
+        #[cfg(not(target_arch = "x86_64"))]
         // SAFETY: a barrier.
-        unsafe { bindings::rxen_virt_mb() }
+        unsafe {
+            bindings::rxen_virt_mb()
+        };
     }
 }
 

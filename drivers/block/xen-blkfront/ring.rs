@@ -234,7 +234,8 @@ impl<O: BlockOps> RingHandle<O> {
         let rqs = self.ring.take_down();
         // A `queue_rq` that read the notifier before `take_down` cleared it
         // may still be about to send its event (after the ring lock, see
-        // `Ring::with_state_then_notify`): let it, then unbind.
+        // `Ring::with_state_then_notify`): blk-mq dispatches inside an RCU
+        // read-side section, so this waits for it; then unbind.
         rcu::synchronize_rcu();
         drop(self.irq.take());
         rqs
@@ -404,18 +405,21 @@ impl<O: BlockOps> Ring<O> {
     /// Like [`Ring::with_state`] for a `f` that may publish requests
     /// ([`RingState::push`]): the event the backend asked for is sent
     /// after the ring lock is dropped, so interrupts are not held off for
-    /// the hypercall (upstream sends it under its lock). The notifier is
-    /// used inside an RCU read section that began before it was read, and
-    /// [`RingHandle::suspend`] waits for those before it unbinds the
-    /// channel: no event goes to a channel unbound (or reused) meanwhile.
+    /// the hypercall (upstream sends it under its lock).
+    ///
+    /// Only for blk-mq's dispatch callbacks (`queue_rq`, `commit_rqs`):
+    /// blk-mq runs them inside an RCU read-side section
+    /// (`blk_mq_run_dispatch_ops`; rust/blkmq never makes a tag set
+    /// `BLK_MQ_F_BLOCKING`), which began before the notifier was read, and
+    /// [`RingHandle::suspend`] waits for those (`synchronize_rcu()`, as
+    /// `blk_mq_wait_quiesce_done` does) before it unbinds the channel: no
+    /// event goes to a channel unbound (or reused) meanwhile.
     pub(crate) fn with_state_then_notify<R>(
         &self,
         f: impl FnOnce(&mut RingState<O>) -> (R, Notifier),
     ) -> R {
-        let rcu = rcu::read_lock();
         let (r, notifier) = self.with_state(f);
         notifier.notify();
-        drop(rcu);
         r
     }
 }

@@ -62,6 +62,63 @@ impl<P: Copy + PartialEq> Piece<P> {
     }
 }
 
+/// The pieces of `pieces` with every piece that [extends](Piece::extend)
+/// the one before it merged into it: what the kernel's walk of a request's
+/// bio_vecs yields (several bios the block layer merged into one request
+/// may share a page, and it counted such a run as one segment). An error
+/// from `pieces` (a walk that failed) is passed on at once, the run being
+/// merged dropped: the caller fails the request.
+#[inline]
+pub fn merged<P, E, I>(pieces: I) -> Merged<P, I::IntoIter>
+where
+    P: Copy + PartialEq,
+    I: IntoIterator<Item = Result<Piece<P>, E>>,
+{
+    Merged {
+        pieces: pieces.into_iter(),
+        next: None,
+    }
+}
+
+/// Iterator of [`merged`].
+pub struct Merged<P, I> {
+    pieces: I,
+    /// The piece after the last one returned, read to see whether it
+    /// extended that one (it did not).
+    next: Option<Piece<P>>,
+}
+
+impl<P, E, I> Iterator for Merged<P, I>
+where
+    P: Copy + PartialEq,
+    I: Iterator<Item = Result<Piece<P>, E>>,
+{
+    type Item = Result<Piece<P>, E>;
+
+    // Per request in the kernel's queue_rq: inline, with the walk it reads.
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        let mut run = match self.next.take() {
+            Some(run) => run,
+            None => match self.pieces.next()? {
+                Ok(p) => p,
+                Err(e) => return Some(Err(e)),
+            },
+        };
+        for p in self.pieces.by_ref() {
+            match p {
+                Ok(p) if run.extend(&p) => {}
+                Ok(p) => {
+                    self.next = Some(p);
+                    break;
+                }
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        Some(Ok(run))
+    }
+}
+
 /// One segment: a run of sectors inside one 4 KiB Xen frame of a page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MappedSegment<P> {

@@ -270,17 +270,19 @@ fn sector_pieces(raw: Vec<(u32, u32, u32)>, sectors_per_page: u32) -> Vec<Piece<
 }
 
 proptest! {
-    /// Pieces merged as the kernel walk merges them (`Piece::extend` on each
-    /// next piece) cover the same bytes in the same order and map to no
-    /// more segments than the pieces as they came.
+    /// Pieces merged as the kernel walk merges them ([`merged`], which
+    /// the kernel's `request_frames` runs) cover the same bytes in the same
+    /// order, map to no more segments than the pieces as they came, and no
+    /// two merged pieces in a row could have been one.
     #[test]
     fn merging_pieces_keeps_their_bytes_and_never_adds_segments(pieces in prop::collection::vec((0u32..3, 0u32..8, 1u32..8), 1..20)) {
         let pieces = sector_pieces(pieces, 8);
-        let mut merged: Vec<Piece<u32>> = Vec::new();
-        for p in &pieces {
-            if !merged.last_mut().is_some_and(|run| run.extend(p)) {
-                merged.push(*p);
-            }
+        let merged: Vec<Piece<u32>> = merged(pieces.iter().map(|p| Ok::<_, ()>(*p)))
+            .collect::<Result<_, _>>()
+            .unwrap();
+        for w in merged.windows(2) {
+            let mut first = w[0];
+            prop_assert!(!first.extend(&w[1]), "{:?} then {:?}", w[0], w[1]);
         }
         let bytes = |ps: &[Piece<u32>]| {
             ps.iter()
@@ -323,6 +325,30 @@ proptest! {
         let total: u64 = pieces.iter().map(|p| u64::from(p.len / 512)).sum();
         prop_assert_eq!(s.nr_sectors, total);
     }
+}
+
+#[test]
+fn merging_passes_a_walk_error_on_at_once() {
+    let p = |page, offset| {
+        Ok(Piece {
+            page,
+            offset,
+            len: 512,
+        })
+    };
+    let got: Vec<Result<Piece<u32>, &str>> =
+        merged([p(1, 0), p(1, 512), Err("walk"), p(2, 0)]).collect();
+    assert_eq!(
+        got,
+        [
+            Err("walk"),
+            Ok(Piece {
+                page: 2,
+                offset: 0,
+                len: 512
+            })
+        ]
+    );
 }
 
 #[test]

@@ -116,61 +116,60 @@ impl SharedPages {
         }
     }
 
-    // The ring barriers, once or twice per request and per interrupt. On
-    // x86-64 they are what C inlines (`__smp_wmb()`/`__smp_rmb()` are
-    // compiler barriers, `__smp_mb()` one locked add): inline here too, not
-    // a call into the shim. Other architectures call the kernel's.
-
     /// `virt_wmb()`.
     #[inline]
     pub fn wmb(&self) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: an empty asm block that may touch memory: a compiler
-        // barrier, as x86's `__smp_wmb()` is (stores are not reordered
-        // with stores).
-        unsafe {
-            core::arch::asm!("", options(nostack, preserves_flags))
-        };
-        #[cfg(not(target_arch = "x86_64"))]
-        // SAFETY: a barrier.
-        unsafe {
-            bindings::rxen_virt_wmb()
-        };
+        virt_barrier(Barrier::Write);
     }
 
     /// `virt_rmb()`.
     #[inline]
     pub fn rmb(&self) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: an empty asm block that may touch memory: a compiler
-        // barrier, as x86's `__smp_rmb()` is (loads are not reordered with
-        // loads).
-        unsafe {
-            core::arch::asm!("", options(nostack, preserves_flags))
-        };
-        #[cfg(not(target_arch = "x86_64"))]
-        // SAFETY: a barrier.
-        unsafe {
-            bindings::rxen_virt_rmb()
-        };
+        virt_barrier(Barrier::Read);
     }
 
     /// `virt_mb()`.
     #[inline]
     pub fn mb(&self) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: x86's `__smp_mb()`: a locked add of 0 to the word below
-        // the stack pointer, exactly the kernel's instruction, orders
-        // every earlier load and store before every later one; it may
-        // touch memory, so it is a compiler barrier too.
-        unsafe {
-            core::arch::asm!("lock add dword ptr [rsp - 4], 0")
-        };
-        #[cfg(not(target_arch = "x86_64"))]
-        // SAFETY: a barrier.
-        unsafe {
-            bindings::rxen_virt_mb()
-        };
+        virt_barrier(Barrier::Full);
+    }
+}
+
+/// Which `virt_*mb()`.
+#[derive(Clone, Copy)]
+enum Barrier {
+    Read,
+    Write,
+    Full,
+}
+
+/// `virt_rmb()`, `virt_wmb()` or `virt_mb()`: once or twice per request
+/// and per interrupt. On x86-64 inline, as C has them, not a call into the
+/// shim; other architectures call the kernel's.
+#[inline(always)]
+fn virt_barrier(b: Barrier) {
+    #[cfg(target_arch = "x86_64")]
+    match b {
+        // SAFETY: an empty asm block that may touch memory: a compiler
+        // barrier, which is what x86's `__smp_rmb()` and `__smp_wmb()` are
+        // (it reorders neither loads with loads nor stores with stores).
+        Barrier::Read | Barrier::Write => unsafe {
+            core::arch::asm!("", options(nostack, preserves_flags))
+        },
+        // SAFETY: x86's `__smp_mb()`, the kernel's very instruction: a
+        // locked add of 0 to the word below the stack pointer orders every
+        // earlier load and store before every later one; it may touch
+        // memory, so it is a compiler barrier too.
+        Barrier::Full => unsafe { core::arch::asm!("lock add dword ptr [rsp - 4], 0") },
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: barriers.
+    unsafe {
+        match b {
+            Barrier::Read => bindings::rxen_virt_rmb(),
+            Barrier::Write => bindings::rxen_virt_wmb(),
+            Barrier::Full => bindings::rxen_virt_mb(),
+        }
     }
 }
 

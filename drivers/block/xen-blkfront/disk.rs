@@ -233,19 +233,18 @@ impl blkmq::Operations for BlkOps {
 }
 
 /// Grants the frames of `rq`'s data into `pre` (the data path without
-/// bounce frames), before the ring lock. `Err`: why the request cannot go
-/// now (out of grant references: busy; a piece the ring cannot carry or a
-/// failed walk: I/O error); what was granted stays in `pre`.
+/// bounce frames), before the ring lock: blkcore's grant loop over the
+/// walk of the request's bios. `Err`: why the request cannot go now (out
+/// of grant references: busy; a piece the ring cannot carry or a failed
+/// walk: I/O error); what was granted stays in `pre`.
 fn grant_frames(
     rq: &Rq,
     pre: &mut PreGranted<KernelStorage>,
     gt: &mut GrantTable,
 ) -> core::result::Result<(), QueueError> {
     let mut buf = PageRunBuf::new();
-    for piece in request_frames(rq, &mut buf).map_err(|_| QueueError::Io)? {
-        pre.add(gt, &piece.map_err(|_| QueueError::Io)?)?;
-    }
-    Ok(())
+    let frames = request_frames(rq, &mut buf).map_err(|_| QueueError::Io)?;
+    pre.grant_pieces(gt, frames)
 }
 
 /// Maps the frames of `rq`'s data to per-frame segments in `segs` (the

@@ -117,22 +117,28 @@ impl<S: Storage> PreGranted<S> {
         })
     }
 
-    /// [`add`](Self::add) for each of a request's `pieces`, stopping at the
-    /// first that fails (the host simulator's and fuzz target's entry: the
-    /// kernel adds the pages as it walks the request's scatterlist).
+    /// [`add`](Self::add) for each of a request's `pieces` as a walk of its
+    /// data yields them, stopping at the first that fails; a failed walk
+    /// (an `Err` piece) is [`QueueError::Io`]. The kernel's entry (its walk
+    /// of the request's bios, runs in one page
+    /// [merged](crate::mapping::merged)), the host simulator's and the fuzz
+    /// target's: one grant loop for all three.
     ///
     /// Out of line so that tools/testing/bench/datapath-instructions.sh
     /// counts it apart from the caller.
     #[inline(never)]
-    pub fn grant_pieces<M: Memory>(
+    pub fn grant_pieces<M: Memory, E>(
         &mut self,
         mem: &mut M,
-        pieces: &[Piece<M::Frame>],
+        pieces: impl IntoIterator<Item = Result<Piece<M::Frame>, E>>,
     ) -> Result<(), QueueError>
     where
         M::Frame: Copy,
     {
-        pieces.iter().try_for_each(|p| self.add(mem, p))
+        for p in pieces {
+            self.add(mem, &p.map_err(|_| QueueError::Io)?)?;
+        }
+        Ok(())
     }
 
     /// Ends the grants of a request that never reached the ring and
@@ -441,5 +447,26 @@ mod tests {
         };
         assert_eq!(pre.add(&mut t, &p), Err(QueueError::Io));
         assert!(pre.is_empty() && t.live.is_empty());
+    }
+
+    #[test]
+    fn a_walk_that_fails_fails_the_request_and_keeps_what_it_granted() {
+        let (mut t, mut pre) = setup(8, 16);
+        pre.begin(&mut t, &write());
+        let page = |page| {
+            Ok(Piece {
+                page,
+                offset: 0,
+                len: 4096,
+            })
+        };
+        let walk = [page(0), Err("no page"), page(1)];
+        assert_eq!(pre.grant_pieces(&mut t, walk), Err(QueueError::Io));
+        assert_eq!(pre.len(), 1, "granted before the failure, not after");
+        assert_eq!(pre.end_unsent(&mut t), 0);
+        assert!(t.live.is_empty());
+        pre.begin(&mut t, &write());
+        assert_eq!(pre.grant_pieces(&mut t, [page(0), page(1)]), Ok(()));
+        assert_eq!(pre.len(), 2);
     }
 }

@@ -44,6 +44,7 @@ use crate::grants::{
 };
 use crate::host::VecStorage;
 use crate::mapping::{
+    merged,
     MappedSegment,
     Piece, //
 };
@@ -272,7 +273,12 @@ pub fn fuzz_datapath(data: &[u8]) -> Result<Outcome, Violation> {
                 // bounce frames, mapped and granted under it with them.
                 let queued = if dp.grants_before_lock() {
                     pre.begin(&mut mem, &req);
-                    match pre.grant_pieces(&mut mem, &pieces) {
+                    // As the kernel walks a request's data: runs in one
+                    // page merged, and (op bit 6) a walk that fails after
+                    // its pieces.
+                    let failed_walk = (op & 0x40 != 0).then_some(Err(()));
+                    let walk = merged(pieces.iter().map(|p| Ok(*p)).chain(failed_walk));
+                    match pre.grant_pieces(&mut mem, walk) {
                         Ok(()) => dp
                             .queue_granted(&mut mem, &mut front, &mut ring, tag, req, &mut pre)
                             .map_err(|(_, e)| e),

@@ -21,7 +21,7 @@ use blkcore::datapath::{
 };
 use blkcore::grants::{GrantRef, GrantStats};
 use blkcore::host::VecStorage;
-use blkcore::mapping::{MappedSegment, Piece};
+use blkcore::mapping::{merged, MappedSegment, Piece};
 use blkcore::negotiate::{negotiate, FrontendParams, Negotiated};
 use blkcore::ring::{FrontRing, SharedRing, SliceRing};
 use blkcore::xenstore::SliceValues;
@@ -210,7 +210,7 @@ impl Frontend {
         let queued = if self.dp.grants_before_lock() {
             let pre = &mut self.pre;
             pre.begin(gt, &r.req);
-            match pre.grant_pieces(gt, &r.pieces) {
+            match pre.grant_pieces(gt, merged(r.pieces.iter().map(|p| Ok::<_, ()>(*p)))) {
                 Ok(()) => self
                     .dp
                     .queue_granted(gt, &mut self.ring, &mut ring, tag, r.req, pre),

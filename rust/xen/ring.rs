@@ -92,14 +92,25 @@ impl SharedPages {
         unsafe { core::ptr::write_volatile(self.vaddr.as_ptr().add(off).cast::<u32>(), v) }
     }
 
-    /// Copies `data` into the area at `off` (ignored when out of range).
+    /// Copies `data` into the area at `off` (ignored when out of range),
+    /// 8 bytes at a time: a ring entry (112 bytes) is 14 moves, not a call
+    /// to `memcpy`, under the ring lock.
     pub fn write_bytes(&mut self, off: usize, data: &[u8]) {
         if !self.check(off, data.len()) {
             return;
         }
-        // SAFETY: in bounds; `data` is not in the shared area.
+        let words = data.chunks_exact(8);
+        let tail = words.remainder();
+        for (i, w) in words.enumerate() {
+            let v = u64::from_ne_bytes(w.try_into().unwrap_or([0; 8]));
+            // SAFETY: in bounds (checked above: `i * 8 + 8 <= data.len()`);
+            // unaligned writes are allowed.
+            unsafe { core::ptr::write_unaligned(self.vaddr.as_ptr().add(off + i * 8).cast(), v) }
+        }
+        let at = off + (data.len() - tail.len());
+        // SAFETY: in bounds; `tail` is not in the shared area.
         unsafe {
-            core::ptr::copy_nonoverlapping(data.as_ptr(), self.vaddr.as_ptr().add(off), data.len())
+            core::ptr::copy_nonoverlapping(tail.as_ptr(), self.vaddr.as_ptr().add(at), tail.len())
         }
     }
 

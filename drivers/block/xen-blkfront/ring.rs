@@ -287,20 +287,17 @@ impl<O: BlockOps> Ring<O> {
     pub(crate) fn start(&self, dev: &Device, n: &Negotiated, handle: u16, wire_max: u32) -> Result {
         let size = self.state.lock().front.size();
         let io = Io::new(n, handle, dev.otherend_id(), size, wire_max)?;
-        let scratch = if io.dp.grants_before_lock() {
-            Scratch {
-                segs: KVec::new(),
-                pre: Some(io.dp.new_pregranted().map_err(|_| ENOMEM)?),
-                gt: GrantTable::new(dev.otherend_id()),
-            }
+        let (segs, pre) = if io.dp.grants_before_lock() {
+            (
+                KVec::new(),
+                Some(io.dp.new_pregranted().map_err(|_| ENOMEM)?),
+            )
         } else {
-            Scratch {
-                segs: KVec::with_capacity(io.dp.geometry().wire_max as usize, GFP_KERNEL)?,
-                pre: None,
-                gt: GrantTable::new(dev.otherend_id()),
-            }
+            let wire_max = io.dp.geometry().wire_max as usize;
+            (KVec::with_capacity(wire_max, GFP_KERNEL)?, None)
         };
-        *self.scratch.lock() = scratch;
+        let gt = GrantTable::new(dev.otherend_id());
+        *self.scratch.lock() = Scratch { segs, pre, gt };
         let mut st = self.state.lock();
         st.io = Some(io);
         st.broken = false;
@@ -465,7 +462,9 @@ impl<O: BlockOps> RingState<O> {
     /// Puts one request on the ring (not yet visible to the backend: see
     /// [`RingState::push`]), with its data as the block glue prepared it in
     /// [`Ring::scratch`]. On `Err` grants still in a [`Prepared::Granted`]
-    /// are the caller's to end (the ring was not reached).
+    /// are the caller's to end (the ring was not reached). Inline: each
+    /// caller passes one kind of [`Prepared`].
+    #[inline(always)]
     pub(crate) fn queue(
         &mut self,
         rq: Rq<O>,
@@ -492,6 +491,7 @@ impl<O: BlockOps> RingState<O> {
     /// dropped if the backend asked for an event (a default one, which does
     /// nothing, if not).
     #[must_use]
+    #[inline(always)]
     pub(crate) fn push(&mut self) -> Notifier {
         if !self.pending_push {
             return Notifier::default();

@@ -25,11 +25,11 @@ use super::blkif::{
     BlkifResponse,
     RingEntryBytes,
     BLKIF_MAX_RING_SIZE,
-    BLKIF_MAX_SEGMENTS_PER_REQUEST,
     BLKIF_OP_DISCARD,
     BLKIF_OP_FLUSH_DISKCACHE,
     BLKIF_OP_READ,
     BLKIF_OP_WRITE_BARRIER,
+    BLKIF_RING_ENTRY_SIZE,
     BLKIF_SEGMENT_SIZE,
     XEN_PAGE_SIZE, //
 };
@@ -45,7 +45,7 @@ use super::grants::{
     INVALID_GRANT_REF, //
 };
 use super::mapping::{
-    encode_direct,
+    encode_direct_wire,
     encode_discard,
     encode_flush,
     encode_indirect,

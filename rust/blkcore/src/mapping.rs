@@ -24,8 +24,8 @@ use super::blkif::{
     BlkifRequest, BlkifRequestDiscard, BlkifRequestIndirect, BlkifRequestSegment, RingEntryBytes,
     BLKIF_DISCARD_SECURE, BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST, BLKIF_MAX_INDIRECT_SEGMENTS,
     BLKIF_MAX_SEGMENTS_PER_REQUEST, BLKIF_OP_DISCARD, BLKIF_OP_FLUSH_DISKCACHE, BLKIF_OP_INDIRECT,
-    BLKIF_OP_READ, BLKIF_OP_WRITE, BLKIF_OP_WRITE_BARRIER, SECTOR_SIZE, SEGS_PER_INDIRECT_FRAME,
-    XEN_PAGE_SIZE,
+    BLKIF_OP_READ, BLKIF_OP_WRITE, BLKIF_OP_WRITE_BARRIER, BLKIF_RING_ENTRY_SIZE,
+    BLKIF_SEGMENT_SIZE, SECTOR_SIZE, SEGS_PER_INDIRECT_FRAME, XEN_PAGE_SIZE,
 };
 use super::grants::GrantRef;
 use super::negotiate::FlushKind;
@@ -388,22 +388,73 @@ pub fn encode_direct(
             max: BLKIF_MAX_SEGMENTS_PER_REQUEST,
         });
     }
-    if segs.is_empty() && matches!(hdr.op, RwOp::Read | RwOp::Write) {
+    check_segments(segs)?;
+    let mut desc = [0u8; DIRECT_SEGMENTS_SIZE];
+    for (s, d) in segs.iter().zip(desc.chunks_exact_mut(BLKIF_SEGMENT_SIZE)) {
+        s.encode_into(d);
+    }
+    let mut entry = [0u8; BLKIF_RING_ENTRY_SIZE];
+    encode_direct_wire(
+        hdr,
+        desc.get(..segs.len() * BLKIF_SEGMENT_SIZE).unwrap_or(&[]),
+        &mut entry,
+    )?;
+    Ok(entry)
+}
+
+/// Bytes of a direct request before its segments (`struct blkif_request`
+/// up to `seg[]`).
+const DIRECT_HEADER_SIZE: usize = 24;
+/// Bytes of a direct request's segment array.
+const DIRECT_SEGMENTS_SIZE: usize = BLKIF_RING_ENTRY_SIZE - DIRECT_HEADER_SIZE;
+const _: () =
+    assert!(DIRECT_SEGMENTS_SIZE == BLKIF_MAX_SEGMENTS_PER_REQUEST as usize * BLKIF_SEGMENT_SIZE);
+
+/// [`encode_direct`] of segments already in wire form: `desc` holds their
+/// descriptors as [`BlkifRequestSegment::encode_into`] wrote them (8 bytes
+/// each), and they go to the slot as they are. Writes every byte of
+/// `entry`. The data path's encoder: its descriptors were checked when
+/// they were made, and under the ring lock a slot is written once, with
+/// no decoding and no copies of the whole entry.
+#[inline]
+pub fn encode_direct_wire(
+    hdr: &RwHeader,
+    desc: &[u8],
+    entry: &mut RingEntryBytes,
+) -> Result<(), MapError> {
+    let nr = desc.len() / BLKIF_SEGMENT_SIZE;
+    let too_many = MapError::TooManySegments {
+        max: BLKIF_MAX_SEGMENTS_PER_REQUEST,
+    };
+    if desc.len() % BLKIF_SEGMENT_SIZE != 0 {
+        return Err(MapError::BadSegment(nr));
+    }
+    if nr == 0 && matches!(hdr.op, RwOp::Read | RwOp::Write) {
         return Err(MapError::NoData);
     }
-    check_segments(segs)?;
-    let mut req = BlkifRequest {
-        operation: hdr.op.wire(),
-        nr_segments: segs.len() as u8,
-        handle: hdr.handle,
-        id: hdr.id,
-        sector_number: hdr.sector,
-        ..BlkifRequest::default()
-    };
-    for (d, s) in req.seg.iter_mut().zip(segs) {
-        *d = *s;
+    if desc.len() > DIRECT_SEGMENTS_SIZE {
+        return Err(too_many);
     }
-    Ok(req.encode())
+    let (head, segs) = entry
+        .split_first_chunk_mut::<DIRECT_HEADER_SIZE>()
+        .ok_or(too_many)?;
+    head[0] = hdr.op.wire();
+    head[1] = nr as u8;
+    head[2..4].copy_from_slice(&hdr.handle.to_le_bytes());
+    head[4..8].fill(0);
+    head[8..16].copy_from_slice(&hdr.id.to_le_bytes());
+    head[16..24].copy_from_slice(&hdr.sector.to_le_bytes());
+    // Zeros of a constant length, then descriptor by descriptor: 8-byte
+    // moves, where a `copy_from_slice` or `fill` of a variable length is a
+    // call (the kernel's code has no vector registers to inline them).
+    segs.fill(0);
+    for (d, s) in segs
+        .chunks_exact_mut(BLKIF_SEGMENT_SIZE)
+        .zip(desc.chunks_exact(BLKIF_SEGMENT_SIZE))
+    {
+        d.copy_from_slice(s);
+    }
+    Ok(())
 }
 
 /// Encodes an empty flush (or barrier) request.

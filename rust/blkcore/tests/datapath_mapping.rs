@@ -116,6 +116,53 @@ fn layouts() {
     );
 }
 
+/// The data path's encoder writes the slot whole (whatever was in it) and
+/// agrees with the typed encoding of the same segments.
+#[test]
+fn encodes_wire_descriptors_over_a_dirty_slot() {
+    let segs: Vec<BlkifRequestSegment> = (0..3)
+        .map(|i| BlkifRequestSegment {
+            gref: 100 + i,
+            first_sect: i as u8,
+            last_sect: 7,
+            pad: 0,
+        })
+        .collect();
+    let mut desc = vec![0u8; segs.len() * BLKIF_SEGMENT_SIZE];
+    for (s, d) in segs.iter().zip(desc.chunks_exact_mut(BLKIF_SEGMENT_SIZE)) {
+        s.encode_into(d);
+    }
+    let hdr = RwHeader {
+        op: RwOp::Read,
+        id: 17,
+        handle: 0x5a5,
+        sector: 1 << 40,
+    };
+    let mut entry = [0xa5u8; BLKIF_RING_ENTRY_SIZE];
+    encode_direct_wire(&hdr, &desc, &mut entry).unwrap();
+    let typed = BlkifRequest {
+        operation: BLKIF_OP_READ,
+        nr_segments: 3,
+        handle: 0x5a5,
+        id: 17,
+        sector_number: 1 << 40,
+        seg: core::array::from_fn(|i| segs.get(i).copied().unwrap_or_default()),
+        ..BlkifRequest::default()
+    };
+    assert_eq!(entry, typed.encode());
+    assert_eq!(entry, encode_direct(&hdr, &segs).unwrap());
+    // 12 descriptors do not fit a slot; a torn one is refused.
+    let twelve = [0u8; 12 * BLKIF_SEGMENT_SIZE];
+    assert_eq!(
+        encode_direct_wire(&hdr, &twelve, &mut entry),
+        Err(MapError::TooManySegments { max: 11 })
+    );
+    assert_eq!(
+        encode_direct_wire(&hdr, &desc[..7], &mut entry),
+        Err(MapError::BadSegment(0))
+    );
+}
+
 #[test]
 fn encodes_direct_flush_discard() {
     let segs = [BlkifRequestSegment {

@@ -165,7 +165,11 @@ impl<S: Storage> PreGranted<S> {
             .get(..used)
             .unwrap_or(&[])
             .chunks_exact(BLKIF_SEGMENT_SIZE)
-            .map(|d| BlkifRequestSegment::decode(d).gref)
+            .map(|d| {
+                // The reference is the descriptor's first field (see
+                // `BlkifRequestSegment::encode_into`).
+                d.first_chunk::<4>().map_or(0, |g| u32::from_le_bytes(*g))
+            })
     }
 }
 
@@ -205,34 +209,35 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         let refused = core::mem::take(&mut pre.out_of_grants);
         self.stats.out_of_grants += refused;
         self.stats.busy += refused;
-        let r = match req {
+        let mut entry = [0u8; BLKIF_RING_ENTRY_SIZE];
+        let rw = match req {
             Request::Flush | Request::Discard { .. } if pre.is_empty() => {
                 return self.queue(mem, front, ring, rq, req, &[]);
             }
             _ if front.is_full() => Err(QueueError::Busy),
-            Request::Read { sector } => self.prepare_granted(mem, RwOp::Read, sector, pre),
-            Request::Write { sector, fua } => {
-                let op = RwOp::for_data(true, fua, self.n.flush);
-                self.prepare_granted(mem, op, sector, pre)
-            }
+            Request::Read { sector } => Ok((RwOp::Read, sector)),
+            Request::Write { sector, fua } => Ok((RwOp::for_data(true, fua, self.n.flush), sector)),
             Request::Flush | Request::Discard { .. } => Err(QueueError::Io),
         };
+        let r = rw.and_then(|(op, sector)| self.prepare_granted(mem, op, sector, pre, &mut entry));
         // Grants still in `pre` never reached a slot.
         if r.is_err() && pre.end_unsent(mem) != 0 {
             self.stats.errors += 1;
         }
-        self.finish_queue(mem, front, ring, rq, r)
+        self.finish_queue(mem, front, ring, rq, r, &entry)
     }
 
     /// Takes a slot for a read or write granted in `pre`, moves the grants
-    /// to it and encodes the ring entry.
+    /// to it and encodes the ring entry into `entry`.
+    #[inline(always)]
     fn prepare_granted<M: Memory<Frame = F>>(
         &mut self,
         mem: &mut M,
         op: RwOp,
         sector: u64,
         pre: &mut PreGranted<S>,
-    ) -> Result<(u32, RingEntryBytes), QueueError> {
+        entry: &mut RingEntryBytes,
+    ) -> Result<u32, QueueError> {
         if self.n.copy_data || pre.desc.as_ref().len() != self.desc.as_ref().len() {
             // A caller's bug: this data path bounces data through its
             // pool, or `pre` was sized for another one.
@@ -259,9 +264,9 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         // The descriptors trade places with the data path's scratch (same
         // size, checked above), where the encoders take them from: no copy.
         core::mem::swap(&mut self.desc, &mut pre.desc);
-        self.encode_rw(mem, op, id, nr, lay, sector)
+        self.encode_rw(mem, &self.rw_header(op, id, sector), nr, lay, entry)
             .inspect_err(|_| self.release_unsent(mem, id))
-            .map(|entry| (id, entry))
+            .map(|()| id)
     }
 
     /// Ends the grants slot `id` made before the ring lock (see

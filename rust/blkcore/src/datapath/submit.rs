@@ -32,35 +32,38 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
             self.stats.busy += 1;
             return Err((rq, QueueError::Busy));
         }
+        let mut entry = [0u8; BLKIF_RING_ENTRY_SIZE];
         let r = match req {
-            Request::Flush => self.prepare_flush(),
+            Request::Flush => self.prepare_flush(&mut entry),
             Request::Discard {
                 sector,
                 nr_sectors,
                 secure,
-            } => self.prepare_discard(sector, nr_sectors, secure),
-            Request::Read { sector } => self.prepare_rw(mem, RwOp::Read, sector, segs),
+            } => self.prepare_discard(sector, nr_sectors, secure, &mut entry),
+            Request::Read { sector } => self.prepare_rw(mem, RwOp::Read, sector, segs, &mut entry),
             Request::Write { sector, fua } => {
                 let op = RwOp::for_data(true, fua, self.n.flush);
-                self.prepare_rw(mem, op, sector, segs)
+                self.prepare_rw(mem, op, sector, segs, &mut entry)
             }
         };
-        self.finish_queue(mem, front, ring, rq, r)
+        self.finish_queue(mem, front, ring, rq, r, &entry)
     }
 
-    /// Puts a prepared request (`r`: its id and ring entry) on the ring
-    /// and hands its slot the request; on `Err` the request comes back
-    /// with the reason and its slot's grants were given back.
+    /// Puts a prepared request (`r`: its id; `entry`: its ring entry) on
+    /// the ring and hands its slot the request; on `Err` the request comes
+    /// back with the reason and its slot's grants were given back.
+    #[inline(always)]
     pub(super) fn finish_queue<M: Memory<Frame = F>, R: SharedRing>(
         &mut self,
         mem: &mut M,
         front: &mut FrontRing,
         ring: &mut R,
         rq: Rq,
-        r: Result<(u32, RingEntryBytes), QueueError>,
+        r: Result<u32, QueueError>,
+        entry: &RingEntryBytes,
     ) -> Result<(), (Rq, QueueError)> {
-        let r = r.and_then(|(id, entry)| {
-            if front.put_request(ring, &entry).is_ok() {
+        let r = r.and_then(|id| {
+            if front.put_request(ring, entry).is_ok() {
                 Ok(id)
             } else {
                 self.release_unsent(mem, id);
@@ -84,7 +87,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         }
     }
 
-    fn prepare_flush(&mut self) -> Result<(u32, RingEntryBytes), QueueError> {
+    fn prepare_flush(&mut self, entry: &mut RingEntryBytes) -> Result<u32, QueueError> {
         let Some(kind) = self.n.flush else {
             return Err(QueueError::Nothing);
         };
@@ -95,7 +98,8 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
             BLKIF_OP_FLUSH_DISKCACHE
         };
         let id = self.alloc_id(op, false, 0)?;
-        Ok((id, encode_flush(u64::from(id), self.handle, barrier)))
+        *entry = encode_flush(u64::from(id), self.handle, barrier);
+        Ok(id)
     }
 
     fn prepare_discard(
@@ -103,13 +107,17 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         sector: u64,
         nr_sectors: u64,
         secure: bool,
-    ) -> Result<(u32, RingEntryBytes), QueueError> {
+        entry: &mut RingEntryBytes,
+    ) -> Result<u32, QueueError> {
         let Some(d) = self.n.discard else {
             return Err(QueueError::Io);
         };
         let id = self.alloc_id(BLKIF_OP_DISCARD, false, 0)?;
         match encode_discard(u64::from(id), sector, nr_sectors, secure && d.secure) {
-            Ok(e) => Ok((id, e)),
+            Ok(e) => {
+                *entry = e;
+                Ok(id)
+            }
             Err(_) => {
                 self.cancel_id(id);
                 Err(QueueError::Io)
@@ -134,15 +142,16 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         op: RwOp,
         sector: u64,
         segs: &[MappedSegment<F>],
-    ) -> Result<(u32, RingEntryBytes), QueueError> {
+        entry: &mut RingEntryBytes,
+    ) -> Result<u32, QueueError> {
         let nr = u32::try_from(segs.len()).map_err(|_| QueueError::Io)?;
         let (lay, indirect) = self.rw_layout(op, nr)?;
         // The response echoes `indirect_op` for indirect requests.
         let id = self.alloc_id(op.wire(), indirect, nr)?;
         self.grant_segments(mem, op, id, segs)
-            .and_then(|()| self.encode_rw(mem, op, id, nr, lay, sector))
+            .and_then(|()| self.encode_rw(mem, &self.rw_header(op, id, sector), nr, lay, entry))
             .inspect_err(|_| self.release_unsent(mem, id))
-            .map(|entry| (id, entry))
+            .map(|()| id)
     }
 
     /// The layout of a read or write of `nr` segments, and whether it is
@@ -166,31 +175,35 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         Ok((lay, indirect))
     }
 
-    /// Encodes read or write `id` of `nr` segments, whose descriptors are
-    /// in `desc`, in layout `lay`.
-    pub(super) fn encode_rw<M: Memory<Frame = F>>(
-        &mut self,
-        mem: &mut M,
-        op: RwOp,
-        id: u32,
-        nr: u32,
-        lay: Layout,
-        sector: u64,
-    ) -> Result<RingEntryBytes, QueueError> {
-        let hdr = RwHeader {
+    /// The header of read or write `id` of this data path's device.
+    pub(super) fn rw_header(&self, op: RwOp, id: u32, sector: u64) -> RwHeader {
+        RwHeader {
             op,
             id: u64::from(id),
             handle: self.handle,
             sector,
-        };
-        let entry = match lay {
-            Layout::Indirect { pages } => self.fill_indirect(mem, id, nr, pages, &hdr)?,
-            Layout::Direct => self.encode_direct(nr, &hdr)?,
-        };
-        if matches!(lay, Layout::Indirect { .. }) {
-            self.stats.indirect_requests += 1;
         }
-        Ok(entry)
+    }
+
+    /// Encodes the read or write `hdr` of `nr` segments, whose descriptors
+    /// are in `desc`, in layout `lay`, into `entry`.
+    #[inline(always)]
+    pub(super) fn encode_rw<M: Memory<Frame = F>>(
+        &mut self,
+        mem: &mut M,
+        hdr: &RwHeader,
+        nr: u32,
+        lay: Layout,
+        entry: &mut RingEntryBytes,
+    ) -> Result<(), QueueError> {
+        match lay {
+            Layout::Indirect { pages } => self.fill_indirect(mem, hdr, nr, pages, entry),
+            Layout::Direct => {
+                let desc = self.desc.as_ref().get(..nr as usize * BLKIF_SEGMENT_SIZE);
+                let desc = desc.ok_or(QueueError::Io)?;
+                encode_direct_wire(hdr, desc, entry).map_err(|_| QueueError::Io)
+            }
+        }
     }
 
     /// Grants the segments of request `id` (bouncing writes, recording
@@ -283,28 +296,19 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         r
     }
 
-    /// Encodes a direct request of the `nr` (at most 11) descriptors in
-    /// `desc`.
-    fn encode_direct(&self, nr: u32, hdr: &RwHeader) -> Result<RingEntryBytes, QueueError> {
-        let mut segs = [BlkifRequestSegment::default(); BLKIF_MAX_SEGMENTS_PER_REQUEST as usize];
-        let segs = segs.get_mut(..nr as usize).ok_or(QueueError::Io)?;
-        let desc = self.desc.as_ref().chunks_exact(BLKIF_SEGMENT_SIZE);
-        for (s, d) in segs.iter_mut().zip(desc) {
-            *s = BlkifRequestSegment::decode(d);
-        }
-        encode_direct(hdr, segs).map_err(|_| QueueError::Io)
-    }
-
-    /// Grants request `id`'s `pages` indirect pages, copies the segment
-    /// descriptors into them and encodes the ring entry.
+    /// Grants the `pages` indirect pages of request `hdr`, copies the
+    /// segment descriptors into them and encodes the ring entry into
+    /// `entry`. Out of line: the direct requests' path stays short.
+    #[inline(never)]
     fn fill_indirect<M: Memory<Frame = F>>(
         &mut self,
         mem: &mut M,
-        id: u32,
+        hdr: &RwHeader,
         nr: u32,
         pages: u32,
-        hdr: &RwHeader,
-    ) -> Result<RingEntryBytes, QueueError> {
+        entry: &mut RingEntryBytes,
+    ) -> Result<(), QueueError> {
+        let id = u32::try_from(hdr.id).map_err(|_| QueueError::Io)?;
         let idu = id as usize;
         let ind = self.geo.indirect_pages as usize;
         let placeholder = *self.frames.as_ref().first().ok_or(QueueError::Io)?;
@@ -352,7 +356,9 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
             .as_ref()
             .get(..pages as usize)
             .unwrap_or(&[]);
-        encode_indirect(hdr, nr, grefs, self.geo.wire_max).map_err(|_| QueueError::Io)
+        *entry = encode_indirect(hdr, nr, grefs, self.geo.wire_max).map_err(|_| QueueError::Io)?;
+        self.stats.indirect_requests += 1;
+        Ok(())
     }
 }
 

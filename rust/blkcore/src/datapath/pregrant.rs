@@ -165,11 +165,7 @@ impl<S: Storage> PreGranted<S> {
             .get(..used)
             .unwrap_or(&[])
             .chunks_exact(BLKIF_SEGMENT_SIZE)
-            .map(|d| {
-                // The reference is the descriptor's first field (see
-                // `BlkifRequestSegment::encode_into`).
-                d.first_chunk::<4>().map_or(0, |g| u32::from_le_bytes(*g))
-            })
+            .map(BlkifRequestSegment::decode_gref)
     }
 }
 

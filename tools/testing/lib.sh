@@ -60,6 +60,16 @@ debug_suite() { # LABEL
     fi
 }
 
+# run_suite NAME: runs tools/testing/suites/NAME; a suite that exits
+# non-zero (a syntax error, a command failing under its own set -e)
+# dropped the checks after that point, which is a failure of its own.
+run_suite() { # NAME
+    bash "$REPO/tools/testing/suites/$1"
+    local rc=$?
+    ((rc == 0)) || echo "fail suites: $1 exited $rc" >> "${RESULTS:-$CACHE/results.txt}"
+    return $rc
+}
+
 # Config fragments of a test kernel flavour: "" (the test kernel) or
 # "debug" (the same plus .config.fragments/debug/*.config).
 kernel_fragments() { # [flavour]
@@ -189,18 +199,74 @@ runner_exit() { # work-dir label
     fi
 }
 
+# Kernel reports the harness looks for in every console log, whatever the
+# check scripts do: a line the kernel printed (after its "[ seconds] "
+# stamp) that opens a WARN, BUG, oops, panic, KASAN, UBSAN, lockdep,
+# debugobjects, kmemleak, RCU-stall or hung-task report; and Xen's own
+# assertion, BUG, WARN and panic lines ("(XEN) ..."). Reports expected by
+# design are listed, each with its reason, in tools/testing/kernel-reports.allow.
+KERNEL_REPORT_RE='(WARNING: |BUG: |kernel BUG at |Oops|general protection fault|Kernel panic|Unable to handle kernel|INFO: task .* blocked for more than|rcu: INFO: |INFO: rcu_|INFO: possible |UBSAN: |ODEBUG: |kmemleak: [0-9]+ new suspected memory leak|list_(add|del) corruption|refcount_t: |double fault)'
+XEN_REPORT_RE="(Assertion '.*' failed|Xen BUG at|Xen WARN at|\\*\\*\\*\\* Panic on CPU|FATAL PAGE FAULT)"
+KERNEL_REPORTS_ALLOW=$REPO/tools/testing/kernel-reports.allow
+
+trim() { sed 's/^[[:space:]]*//; s/[[:space:]]*$//' <<< "$1"; }
+# kernel_reports LOG LABEL: the report lines of a console log (stamp
+# removed, each once) that no entry of kernel-reports.allow for LABEL
+# covers. An entry is "LABEL-GLOB | ERE | reason"; one without a reason is
+# itself printed as a report, so the allowlist cannot grow silently.
+kernel_reports() { # console.log label
+    local log=$1 label=$2 glob re reason
+    local found; found=$(
+        tr -d '\r' < "$log" | grep -aoE "\[ *[0-9]+\.[0-9]+\] $KERNEL_REPORT_RE.*" |
+            sed 's/^\[ *[0-9.]*\] //'
+        tr -d '\r' < "$log" | grep -aoE "^\(XEN\) .*$XEN_REPORT_RE.*"
+    )
+    [ -n "$found" ] || return 0
+    found=$(awk '!seen[$0]++' <<< "$found")
+    while IFS='|' read -r glob re reason; do
+        glob=$(trim "$glob") re=$(trim "$re") reason=$(trim "$reason")
+        [ -n "$glob" ] && [[ $glob != \#* ]] || continue
+        if [ -z "$reason" ]; then
+            echo "kernel-reports.allow: entry '$glob | $re' gives no reason"
+            continue
+        fi
+        # shellcheck disable=SC2053
+        [[ $label == $glob ]] || continue
+        found=$(grep -avE -- "$re" <<< "$found")
+        [ -n "$found" ] || return 0
+    done < "$KERNEL_REPORTS_ALLOW"
+    echo "$found"
+}
+
+# scan_kernel_reports LOG LABEL: one failed result per kernel report in the
+# log (at most five, then their count), the lines around the first on
+# stderr.
+scan_kernel_reports() { # console.log label
+    local log=$1 label=$2 results=${RESULTS:-$CACHE/results.txt} reports n first
+    reports=$(kernel_reports "$log" "$label")
+    [ -n "$reports" ] || return 0
+    n=$(wc -l <<< "$reports")
+    head -5 <<< "$reports" | sed "s/^/fail $label: kernel report on the console: /" >> "$results"
+    ((n <= 5)) || echo "fail $label: $((n - 5)) more kernel reports on the console (log $log)" >> "$results"
+    first=$(head -1 <<< "$reports")
+    echo "$label: kernel report in $log:" >&2
+    tr -d '\r' < "$log" | grep -aF -m1 -A 20 -- "$first" >&2
+}
+
 # Turns a guest console log into results: every "ok N - name" / "not ok N -
 # name" line the guest checks printed is one result, "ok N - name # SKIP
 # reason" a skip (TAP directive, any case); every KTAP block (between
-# "KTAP-BEGIN" and "KTAP-END") is parsed with the kernel tree's kunit.py and
-# each test case counts as one result. Appends "pass name" / "fail name" /
-# "skip name" lines to $RESULTS (default $CACHE/results.txt); see
-# skip_result for skips that count as failures.
+# "KTAP-BEGIN" and "KTAP-END") is parsed with the kernel tree's kunit.py
+# (its JSON) and each test case counts as one result. Every kernel report
+# on the console is a failure (scan_kernel_reports), and so is a boot that
+# printed no check at all. Appends "pass name" / "fail name" / "skip name"
+# lines to $RESULTS (default $CACHE/results.txt); see skip_result for skips
+# that count as failures.
 collect_results() { # console.log label
     local log=$1 label=$2 results=${RESULTS:-$CACHE/results.txt}
     RUNNER_COLLECTED=1
     local tmp; tmp=$(mktemp -d)
-    tr -d '\r' < "$log" | sed 's/^(XEN) //; s/^\[ *[0-9.]*\] //' > "$tmp/log"
+        tr -d '\r' < "$log" | sed 's/^(XEN) //; s/^\[ *[0-9.]*\] //' > "$tmp/log"
     local skip_re='^(.*[^[:space:]])[[:space:]]+#[[:space:]]*[Ss][Kk][Ii][Pp][[:alnum:]]*([[:space:]]+(.*))?$'
     # A line seen twice is one check printed twice (after xl restore, the
     # restored domU's console reaches the log twice): counted once.
@@ -214,30 +280,51 @@ collect_results() { # console.log label
                     echo "pass $label: $line"
                 fi ;;
         esac
-    done >> "$results"
+    done >> "$tmp/res"
     awk '/KTAP-BEGIN/{f=1; n++; next} /KTAP-END/{f=0} f{print > ("'"$tmp"'/ktap" n)}' "$tmp/log"
     local k suites=0
     for k in "$tmp"/ktap*; do
         [ -f "$k" ] || continue
         suites=$((suites + 1))
-        python3 "$SRC_DIR"/tools/testing/kunit/kunit.py parse "$k" > "$k.parsed" 2>&1 || true
-        # kunit.py prints one "[PASSED] case" / "[FAILED] case" / "[CRASHED]
-        # case" line per test case (suite summaries are framed in "====").
-        sed 's/\x1b\[[0-9;]*m//g' "$k.parsed" | grep -v '====' |
-            sed -n 's/.*\[PASSED\] \(.*\)/pass '"$label"': kunit \1/p
-                    s/.*\[SKIPPED\] \(.*\)/skip '"$label"': kunit \1 (KUnit skip)/p
-                    s/.*\[\(FAILED\|CRASHED\)\] \(.*\)/fail '"$label"': kunit \2 (\1)/p' >> "$results"
-        if grep -q '\[ERROR\]' "$k.parsed"; then
-            grep '\[ERROR\]' "$k.parsed" | sed "s/^/fail $label: kunit.py: /" >> "$results"
-        fi
-        if ! grep -q 'PASSED\|FAILED\|CRASHED\|SKIPPED' "$k.parsed"; then
-            echo "fail $label: KTAP block $suites did not parse" >> "$results"
+        python3 "$SRC_DIR"/tools/testing/kunit/kunit.py parse --json="$k.json" "$k" > "$k.parsed" 2>&1
+        if ! python3 - "$k.json" "$label" >> "$tmp/res" <<'PY'
+import json, sys
+label = sys.argv[2]
+def walk(group, prefix):
+    n = 0
+    for case in group.get("test_cases", []):
+        name = prefix + case["name"]
+        status = case["status"]
+        if status == "PASS":
+            print(f"pass {label}: kunit {name}")
+        elif status == "SKIP":
+            print(f"skip {label}: kunit {name} (KUnit skip)")
+        else:
+            print(f"fail {label}: kunit {name} ({status})")
+        n += 1
+    for sub in group.get("sub_groups", []):
+        n += walk(sub, sub["name"] + ".")
+    return n
+with open(sys.argv[1]) as f:
+    sys.exit(0 if walk(json.load(f), "") else 1)
+PY
+        then
+            echo "fail $label: KTAP block $suites did not parse to any test case" >> "$tmp/res"
             cat "$k.parsed" >&2
         fi
+        if grep -q '\[ERROR\]' "$k.parsed"; then
+            grep '\[ERROR\]' "$k.parsed" | sed "s/^/fail $label: kunit.py: /" >> "$tmp/res"
+        fi
     done
-    if ! guest_exited_cleanly "$tmp/log"; then
-        echo "fail $label: guest did not finish cleanly ($(grep -m1 '^GUEST-EXIT' "$tmp/log" || echo 'no GUEST-EXIT line: hang, panic or timeout'))" >> "$results"
+    if [ ! -s "$tmp/res" ]; then
+        echo "fail $label: the boot printed no check (log $log)" >> "$tmp/res"
     fi
+    if ! guest_exited_cleanly "$tmp/log"; then
+        echo "fail $label: guest did not finish cleanly ($(grep -m1 '^GUEST-EXIT' "$tmp/log" || echo 'no GUEST-EXIT line: hang, panic or timeout'))" >> "$tmp/res"
+    fi
+    # One append: two lanes' runners share $RESULTS.
+    cat "$tmp/res" >> "$results"
+    scan_kernel_reports "$log" "$label"
     rm -rf "$tmp"
 }
 

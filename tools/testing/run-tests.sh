@@ -10,6 +10,7 @@
 #   tools/testing/run-tests.sh [--host-only]
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
+mode=${1:-} # the modinfo check below sets the positional parameters
 export RESULTS=$CACHE/results-$$.txt
 : > "$RESULTS"
 start=$(date +%s)
@@ -21,19 +22,31 @@ bash "$REPO/tools/testing/setup-host.sh" || die "host setup failed"
 log "cargo test (blkcore, simulator)"
 (cd "$REPO" && cargo test --workspace --release 2>&1) | tee "$CACHE/cargo-test.log" | grep -E '^test result|FAILED|panicked' >&2
 cargo_rc=${PIPESTATUS[0]}
+# Each test by name ("cargo test: CRATE::NAME"), the crate from the
+# "Running ... (target/release/deps/CRATE-hash)" line above it; the names
+# must add up to the runners' own "test result:" counts.
+awk '/^ *Running .*\(target\/.*deps\//{c=$NF; sub(/.*\//, "", c); sub(/-[0-9a-f]+\)$/, "", c)}
+     /^ *Doc-tests /{c=$2 "(doc)"}
+     /^test .* \.\.\. (ok|FAILED|ignored)/{v=$NF; sub(/^test /, ""); sub(/ \.\.\. .*$/, "");
+        print (v == "ok" ? "pass" : v == "FAILED" ? "fail" : "skip") " cargo test: " c "::" $0}' \
+    "$CACHE/cargo-test.log" > "$CACHE/cargo-tests.txt"
+cat "$CACHE/cargo-tests.txt" >> "$RESULTS"
 read -r cp cf ci < <(awk '/^test result:/{for(i=1;i<=NF;i++){if($i=="passed;")p+=$(i-1); if($i=="failed;")f+=$(i-1); if($i=="ignored;")g+=$(i-1)}} END{print p+0, f+0, g+0}' "$CACHE/cargo-test.log")
-for ((i = 0; i < cp; i++)); do record pass "cargo test #$i"; done
-for ((i = 0; i < cf; i++)); do record fail "cargo test failure #$i (see $CACHE/cargo-test.log)"; done
-for ((i = 0; i < ci; i++)); do record skip "cargo test ignored #$i (#[ignore], see $CACHE/cargo-test.log)"; done
-((cargo_rc == 0)) || ((cf > 0)) || record fail "cargo test exited $cargo_rc (build error? see $CACHE/cargo-test.log)"
+named=$(wc -l < "$CACHE/cargo-tests.txt")
+((named == cp + cf + ci)) || record fail "cargo test: $named tests by name, $((cp + cf + ci)) in the runners' counts (see $CACHE/cargo-test.log)"
+((cargo_rc == 0)) || ((cf > 0)) || record fail "cargo test: cargo test exited $cargo_rc (build error? see $CACHE/cargo-test.log)"
 
 # ---- host: the rules the build enforces (rustfmt, clippy, file sizes, ...) -
 log "style and rules (check-style.sh)"
+style_out=$(bash "$REPO/tools/testing/check-style.sh" 2>&1)
+style_rc=$?
 while read -r verdict name; do
     case $verdict in
-        pass | fail) record "$verdict" "$name" ;;
+        pass | fail) record "$verdict" "style: $name" ;;
     esac
-done < <(bash "$REPO/tools/testing/check-style.sh" 2>&1)
+done <<< "$style_out"
+((style_rc == 0)) || grep -q '^fail ' <<< "$style_out" ||
+    record fail "style: check-style.sh exited $style_rc with no failed check (its last line: $(tail -1 <<< "$style_out"))"
 
 # ---- host: fuzz targets for a fixed number of executions ----------------
 FUZZ_MALLOC=glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=268435456
@@ -44,9 +57,17 @@ if [ -d "$REPO/rust/blkcore/fuzz-runner" ]; then
     # of the run is mmap/munmap in the kernel (100k executions: 20 s, 3.6 s
     # with them).
     if (cd "$REPO" && GLIBC_TUNABLES=$FUZZ_MALLOC cargo run --release -q -p blkcore-fuzz-runner -- "${FUZZ_EXECS:-200000}") > "$CACHE/fuzz.log" 2>&1; then
-        while read -r line; do record pass "$line"; done < <(grep '^fuzz ' "$CACHE/fuzz.log")
+        # "fuzz TARGET: N execs, 0 crashes" and then "(M inputs accepted by
+        # the parser, ...)": a target whose every input was rejected fuzzed
+        # nothing past its parser's first check.
+        while read -r verdict line; do record "$verdict" "$line"; done < <(awk '
+            /^fuzz /{if (t != "") print "fail", t " (no count of accepted inputs)"; t = $0; next}
+            t != "" && /inputs accepted/{n = $1; sub(/^\(/, "", n)
+                print (n + 0 > 0 ? "pass" : "fail"), t "; " n " inputs accepted"; t = ""}
+            END{if (t != "") print "fail", t " (no count of accepted inputs)"}' "$CACHE/fuzz.log")
+        grep -q '^fuzz ' "$CACHE/fuzz.log" || record fail "fuzz: the fuzz runner printed no target (see $CACHE/fuzz.log)"
     else
-        record fail "fuzz runner crashed (see $CACHE/fuzz.log)"; tail -5 "$CACHE/fuzz.log" >&2
+        record fail "fuzz: the fuzz runner crashed (see $CACHE/fuzz.log)"; tail -5 "$CACHE/fuzz.log" >&2
     fi
 fi
 
@@ -55,13 +76,13 @@ fake=$(mktemp -d); mkdir -p "$fake/include/config"; echo 'all:' > "$fake/Makefil
 echo 'CONFIG_MODULES=y' > "$fake/include/config/auto.conf"
 out=$(make -s -C "$REPO" KDIR="$fake" 2>&1 | head -3)
 if [ "$(echo "$out" | wc -l)" = 1 ] && [[ $out == *"without CONFIG_RUST=y"* ]]; then
-    record pass "make against a tree without Rust: one-line error"
+    record pass "build: make against a tree without Rust stops with a one-line error"
 else
-    record fail "make against a tree without Rust: got '$out'"
+    record fail "build: make against a tree without Rust: got '$out'"
 fi
 rm -rf "$fake"
 
-if [ "${1:-}" != --host-only ]; then
+if [ "$mode" != --host-only ]; then
     # ---- Debian's trees, beside the kernel build ----------------------------
     # On a cold cache the trixie chroot and root (debootstrap and apt: mostly
     # network and disk) are made while the kernel builds (mostly CPU).
@@ -79,23 +100,23 @@ if [ "${1:-}" != --host-only ]; then
         # With clippy: a warning (rustc's, clippy's or objtool's: a panic
         # path objtool does not know) fails the check.
         if make -s -C "$REPO" KDIR="$KDIR" CLIPPY=1 > "$CACHE/make.log" 2>&1; then
-            record pass "modules build against $(basename "$KDIR")"
+            record pass "build: modules build against $(basename "$KDIR")"
             if grep -qE '^(warning|error)|: warning: objtool' "$CACHE/make.log"; then
-                record fail "make CLIPPY=1: $(grep -cE '^warning|: warning: objtool' "$CACHE/make.log") warnings (see $CACHE/make.log)"
+                record fail "build: make CLIPPY=1: $(grep -cE '^warning|: warning: objtool' "$CACHE/make.log") warnings (see $CACHE/make.log)"
             else
-                record pass "make CLIPPY=1 without warnings"
+                record pass "build: make CLIPPY=1 without warnings"
             fi
             # Autoload: the modaliases udev and the initramfs load by.
             for want in "virtio_blk_rs virtio:d00000002v*" "xen_blkfront_rs xen:vbd"; do
                 read -r mod alias <<< "$want"; set -- "$mod" "$alias"
                 got=$(modinfo -F alias "$REPO/$1.ko" 2>/dev/null | tr '\n' ' ')
                 case " $got" in
-                    *" $2 "*) record pass "modinfo -F alias $1 lists $2" ;;
-                    *) record fail "modinfo -F alias $1: '$got', want $2" ;;
+                    *" $2 "*) record pass "build: modinfo -F alias $1 lists $2" ;;
+                    *) record fail "build: modinfo -F alias $1 is '$got', want $2" ;;
                 esac
             done
         else
-            record fail "modules build (see $CACHE/make.log)"; tail -30 "$CACHE/make.log" >&2
+            record fail "build: modules build (see $CACHE/make.log)"; tail -30 "$CACHE/make.log" >&2
         fi
         # The debug kernel (suites 30 and 35) before the guests: on a cold
         # cache its build takes both cores, which the guests beside each
@@ -130,15 +151,15 @@ if [ "${1:-}" != --host-only ]; then
         for t in "$REPO"/tools/testing/suites/*.sh; do
             n=$(basename "$t")
             [ "$(grep -o " $n " <<< "$staged" | wc -l)" = 1 ] ||
-                record fail "run-tests.sh: suite $n is not in exactly one stage"
+                record fail "stages: suite $n is not in exactly one stage"
         done
         for n in ${staged//|/}; do
-            [ -f "$REPO/tools/testing/suites/$n" ] || record fail "run-tests.sh: a stage names suite $n, which does not exist"
+            [ -f "$REPO/tools/testing/suites/$n" ] || record fail "stages: a stage names suite $n, which does not exist"
         done
         run_lane() { # SUITE... (one after the other)
             for n in "$@"; do
                 log "suite $n"
-                bash "$REPO/tools/testing/suites/$n" || true
+                run_suite "$n"
             done
         }
         for stage in "${stages[@]}"; do
@@ -155,16 +176,30 @@ if [ "${1:-}" != --host-only ]; then
             [ -z "$lane2_job" ] || wait "$lane2_job"
         done
     else
-        record fail "test kernel build"
+        record fail "build: test kernel build (see $CACHE/logs)"
     fi
     wait "$debian_trees"
 fi
 
+# ---- every expected check ran (tools/testing/expected-checks.txt) -------
+manifest=$(bash "$REPO/tools/testing/manifest.sh" check "$RESULTS" "$mode")
+grep '^fail ' <<< "$manifest" >> "$RESULTS"
+[[ $(tail -1 <<< "$manifest") =~ ^expected\ ([0-9]+),\ ran\ ([0-9]+)$ ]] || record fail "manifest: manifest.sh check printed no count"
+expected=${BASH_REMATCH[1]:-0} ran=${BASH_REMATCH[2]:-0}
+
 pass=$(grep -c '^pass ' "$RESULTS"); fail=$(grep -c '^fail ' "$RESULTS"); skip=$(grep -c '^skip ' "$RESULTS")
+# The whole run in KTAP (the kernel's test format), also kept beside the
+# results.
+awk -v total="$((pass + fail + skip))" 'BEGIN{print "KTAP version 1"; print "1.." total}
+    /^(pass|fail|skip) /{v = $1; sub(/^[a-z]+ /, ""); gsub(/#/, "No."); n++
+        if (v == "pass") print "ok " n " " $0
+        else if (v == "fail") print "not ok " n " " $0
+        else print "ok " n " " $0 " # SKIP"}' "$RESULTS" | tee "${RESULTS%.txt}.ktap"
 grep '^fail ' "$RESULTS" | sed 's/^fail /FAILED: /'
 grep '^skip ' "$RESULTS" | sed 's/^skip /SKIPPED: /'
 elapsed=$(( $(date +%s) - start ))
-echo "elapsed: ${elapsed}s; details: $RESULTS, guest logs: $CACHE/logs"
+echo "elapsed: ${elapsed}s; details: $RESULTS (KTAP: ${RESULTS%.txt}.ktap), guest logs: $CACHE/logs"
+echo "checks: $expected expected by tools/testing/expected-checks.txt, $ran of them ran; $((pass + fail + skip)) results in all"
 echo "$pass passed, $fail failed, $skip skipped"
 # The closing line in cargo test's form, which runners parse: skips are its
 # "ignored" (they are not passes).

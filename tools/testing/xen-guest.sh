@@ -79,9 +79,9 @@ DOMU_TYPE=${DOMU_TYPE:-pv}
 # initramfs; DOMU_CMDLINE, its whole kernel command line.
 LOGDIR=${LOGDIR:-$CACHE/logs}
 mkdir -p "$LOGDIR"
-dom0_img=$(bash "$REPO/tools/testing/xen/build-dom0-image.sh" "$KDIR")
 work=$(mktemp -d "$CACHE/xen-run.XXXX")
 trap 'runner_exit "$work" "$label"' EXIT
+dom0_img=$(bash "$REPO/tools/testing/xen/build-dom0-image.sh" "$KDIR")
 
 # domU initramfs: our module, the C frontend for the baseline, fio, scripts.
 files=("$script:/test.sh")
@@ -192,7 +192,7 @@ timeout --foreground -k 5 "$timeout" qemu-system-x86_64 -accel tcg -cpu $cpu -sm
     -nographic -monitor "unix:$work/monitor.sock,server,nowait" -serial stdio -no-reboot \
     -kernel "$XEN_ELF" \
     -append "console=com1 com1=115200,8n1 loglvl=all guest_loglvl=all dom0_mem=1024M,max:1024M dom0_max_vcpus=1$( ((pin)) && echo ' dom0_vcpus_pin')" \
-    -initrd "$KDIR/arch/x86/boot/bzImage console=hvc0 earlyprintk=xen rdinit=/init quiet loglevel=4,$(dirname "$dom0_img")/dom0-initramfs.cpio.gz" \
+    -initrd "$KDIR/arch/x86/boot/bzImage console=hvc0 earlyprintk=xen rdinit=/init quiet loglevel=5,$(dirname "$dom0_img")/dom0-initramfs.cpio.gz" \
     -drive "file=$dom0_img,if=none,id=root,format=raw,snapshot=on" -device virtio-blk-pci,drive=root \
     -drive "file=${VBD0_IMAGE:-$work/vbd0.img},if=none,id=vbd,format=raw,cache=unsafe" -device "virtio-blk-pci,drive=vbd,$vbd_opts" \
     -drive "file=$work/payload.tar,if=none,id=payload,format=raw,readonly=on" -device virtio-blk-pci,drive=payload \

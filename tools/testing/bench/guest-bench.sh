@@ -33,6 +33,11 @@
 : "${BLKNDOMU:=1}" "${BLKDOMU:=1}" "${BLKT0:=0}" "${SLOTPAD:=5}"
 DOMU=; [ "$BLKNDOMU" -gt 1 ] && DOMU=" domu=$BLKDOMU ndomu=$BLKNDOMU"
 K=0 LATE=0
+# bench_line FIELDS: one "BENCH FIELDS" line, counted (with the profile's
+# PROFILE-RUN lines) in a file, as the callers run in subshells too, for
+# the closing check.
+bench_line() { echo "BENCH $*"; echo >> /tmp/bench-lines; }
+: > /tmp/bench-lines
 slot() { # multi-domU: wait for the next common slot
     [ "$BLKNDOMU" -gt 1 ] || return 0
     K=$((K + 1))
@@ -120,7 +125,7 @@ xen_point() {
         else
             extra="reqs_per_mib=$(per_mib "$(dl "$i0" "$i1")" "$kib")"
         fi
-        echo "BENCH exp=$exp driver=$drv $ids$DOMU op=$rw bs=$bs rep=$r late=$LATE mbps=$(mbps "$bw") iops=$iops $extra"
+        bench_line "exp=$exp driver=$drv $ids$DOMU op=$rw bs=$bs rep=$r late=$LATE mbps=$(mbps "$bw") iops=$iops $extra"
     done
 }
 c_bounce() { dmesg | grep "blkfront: $D:" | tail -1 | grep -o 'bounce buffer: [a-z]*' | awk '{ print $3 }'; }
@@ -148,7 +153,7 @@ exp_persist() { # DRIVER
 }
 exp_align() { # DRIVER
     local drv=$1 bs start blk stride stripe
-    echo "BENCH exp=aligntopo driver=$drv phys=$(q $D physical_block_size) logical=$(q $D logical_block_size) io_min=$(q $D minimum_io_size) io_opt=$(q $D optimal_io_size) align_off=$(cat /sys/block/$D/alignment_offset)"
+    bench_line "exp=aligntopo driver=$drv phys=$(q $D physical_block_size) logical=$(q $D logical_block_size) io_min=$(q $D minimum_io_size) io_opt=$(q $D optimal_io_size) align_off=$(cat /sys/block/$D/alignment_offset)"
     for bs in $ABSS; do
         xen_point align $drv "phys=$(q $D physical_block_size)" randwrite "$bs" --size=64M
     done
@@ -172,7 +177,7 @@ size=256MiB, type=L' | sfdisk -q /dev/$D >/tmp/sfdisk.out 2>&1; then
         not_ok "$drv: mkfs.ext4 ($(tail -c 200 /tmp/mkfs.out 2>/dev/null))"
     fi
     grep -i 'warn\|creating filesystem' /tmp/mkfs.out 2>/dev/null | sed "s/^/MKFS $drv: /"
-    echo "BENCH exp=alignfs driver=$drv part_start=$start part_start_aligned=$(awk -v s="$start" -v p="$(q $D physical_block_size)" 'BEGIN { if (s == "NA") print "NA"; else print ((s * 512) % p == 0) ? 1 : 0 }') part_align_off=$(cat /sys/block/$D/${D}1/alignment_offset 2>/dev/null || echo NA) ext4_block=${blk:-NA} stride=${stride:-0} stripe_width=${stripe:-0}"
+    bench_line "exp=alignfs driver=$drv part_start=$start part_start_aligned=$(awk -v s="$start" -v p="$(q $D physical_block_size)" 'BEGIN { if (s == "NA") print "NA"; else print ((s * 512) % p == 0) ? 1 : 0 }') part_align_off=$(cat /sys/block/$D/${D}1/alignment_offset 2>/dev/null || echo NA) ext4_block=${blk:-NA} stride=${stride:-0} stripe_width=${stripe:-0}"
     dd if=/dev/zero of=/dev/$D bs=4k count=256 oflag=direct 2>/dev/null   # wipe the label
     blockdev --rereadpt /dev/$D 2>/dev/null
 }
@@ -280,9 +285,9 @@ measure_pairs() {
                 if [ $drv = rs ]; then q1=$(rsstat requests $dev); n1=$(rsstat notifications $dev); else q1=$(diskios $dev); fi
                 mark
                 q=$(dl "$q0" "$q1")
-                line="BENCH exp=$exp driver=$drv dev=$dev persistent=$PERSIST wl=$w rep=$r mbps=$(mbps "$bw") iops=$iops reqs=$q cpu_us_per_req=$(per_req "$(dl "$b0" "$b1")" "$q" 10000 1) irqs_per_req=$(per_req "$(dl "$i0" "$i1")" "$q") mark0=$m0 mark1=$M"
+                line="exp=$exp driver=$drv dev=$dev persistent=$PERSIST wl=$w rep=$r mbps=$(mbps "$bw") iops=$iops reqs=$q cpu_us_per_req=$(per_req "$(dl "$b0" "$b1")" "$q" 10000 1) irqs_per_req=$(per_req "$(dl "$i0" "$i1")" "$q") mark0=$m0 mark1=$M"
                 [ $drv = rs ] && line="$line notifs_per_req=$(per_req "$(dl "$n0" "$n1")" "$q")"
-                echo "$line"
+                bench_line "$line"
             done
         done
     done
@@ -364,6 +369,7 @@ exp_profile() { # after both_drivers_up
         wait
         q1=$(diskios $dev)
         echo "PROFILE-RUN $drv wl=$w $(cat /tmp/fio.out) reqs=$(dl "$q0" "$q1") (whole fio run; samples: $((RT - 2)) s of it)"
+        echo >> /tmp/bench-lines
         perf script -i /tmp/perf.data -F comm,ip,sym,symoff,dso 2>/dev/null | profile_fold "$drv $w"
     done; done
 }
@@ -410,7 +416,7 @@ exp_virtio() {
                     nt=$(echo "$line" | sed -n 's/.*removed: \([0-9]*\) requests, \([0-9]*\) notifications.*/\2/p')
                     npr=" notifs_per_req=$(per_req "$nt" "$req")"
                 fi
-                echo "BENCH exp=virtio driver=$drv wl=$w rep=$r mbps=$(mbps "$bw") iops=$iops$npr"
+                bench_line "exp=virtio driver=$drv wl=$w rep=$r mbps=$(mbps "$bw") iops=$iops$npr"
             done
         done
     done
@@ -428,4 +434,5 @@ case $EXPS in
         xen_driver rs ;;
 esac
 echo "BENCH-PHASE end $(cut -d' ' -f1 /proc/uptime)"
+check "the benchmark printed its figures ($(wc -l < /tmp/bench-lines) BENCH and PROFILE-RUN lines for '$EXPS')" [ -s /tmp/bench-lines ]
 finish

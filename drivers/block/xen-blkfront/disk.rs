@@ -175,6 +175,12 @@ impl blkmq::Operations for BlkOps {
         if rw && rq.nr_phys_segments() > qd.max_segments.load(Ordering::Relaxed) {
             rq.requeue_bios(&qd.requeue);
             qd.requeued_as_bios.fetch_add(1, Ordering::Relaxed);
+            // blk-mq calls commit_rqs only after a failed last request:
+            // the batch's earlier requests (queued with `last` false)
+            // are published here or never.
+            if last {
+                ring.with_state_then_notify(|st| ((), st.push()));
+            }
             return Ok(());
         }
         // The request's pages are mapped to per-frame segments (and,

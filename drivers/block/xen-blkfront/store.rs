@@ -84,13 +84,15 @@ impl KeyedValues for Snapshot {
 }
 
 /// Parses the handle of a vbd from the last component of its nodename
-/// (`device/vbd/51712` -> 51712).
+/// (`device/vbd/51712` -> 51712). The ring's `handle` is a `blkif_vdev_t`
+/// (16 bits), which the extended vbd ids of xvdq onward (`1 << 28 |
+/// disk << 8`) do not fit: as upstream's `blkfront_probe`, the id is
+/// truncated into it (no backend reads the field back to find the vbd).
 pub(crate) fn handle_from_nodename(nodename: &[u8]) -> Option<u16> {
     let last = nodename.rsplit(|&b| b == b'/').next()?;
     let s = core::str::from_utf8(last).ok()?;
-    crate::blkcore::xenstore::parse_u32(s)
-        .ok()
-        .and_then(|v| u16::try_from(v).ok())
+    let [lo, hi, _, _] = crate::blkcore::xenstore::parse_u32(s).ok()?.to_le_bytes();
+    Some(u16::from_le_bytes([lo, hi]))
 }
 
 /// Shows a `core::fmt::Display` value (e.g. a `blkcore` error) with the

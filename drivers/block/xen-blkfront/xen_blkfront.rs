@@ -256,7 +256,9 @@ mod tests {
     fn handle_parsing() {
         assert_eq!(handle_from_nodename(b"device/vbd/51712"), Some(51712));
         assert_eq!(handle_from_nodename(b"device/vbd/x"), None);
-        assert_eq!(handle_from_nodename(b"device/vbd/99999999"), None);
+        // xvdq: extended id 1 << 28 | 16 << 8, truncated as upstream does.
+        assert_eq!(handle_from_nodename(b"device/vbd/268439552"), Some(4096));
+        assert_eq!(handle_from_nodename(b"device/vbd/4294967296"), None);
     }
 
     #[test]

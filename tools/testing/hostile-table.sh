@@ -18,12 +18,13 @@ set -euo pipefail
 if [ "${1:-}" = --run-c ]; then
     shift
     (cd "$REPO" && cargo build --release -q -p xen-backend)
-    remaining=$("$REPO/target/release/blkif-backend" --list | tr '\n' ' ')
+    list=$("$REPO/target/release/blkif-backend" --list)
+    remaining=$(echo "$list" | awk '{ print $1 }' | tr '\n' ' ')
     rm -f "$CACHE"/logs/xen-hostile-c-*.log
     boot=0
     while [ -n "${remaining// /}" ] && ((boot < 30)); do
         boot=$((boot + 1)) label=xen-hostile-c-$(printf %02d $boot)
-        GUEST_ENV="HOSTILE_SCENARIOS=$(echo $remaining | tr ' ' ,) HOSTILE_WHO=C HOSTILE_BOUND=20" \
+        GUEST_ENV="HOSTILE_SCENARIOS=$(echo $remaining | tr ' ' ,) HOSTILE_EXPECT=$(echo "$list" | tr ' ' : | paste -sd,) HOSTILE_WHO=C HOSTILE_BOUND=20" \
             USERSPACE_BACKEND=1 RESULTS=$CACHE/results-hostile-c.txt \
             bash "$REPO/tools/testing/xen-guest.sh" -l "$label" -c 1 -t 3000 \
             "$REPO/tools/testing/guest/xen-hostile.sh" >&2 || true

@@ -31,6 +31,38 @@ roundtrip() {
 }
 # q DEV ATTR: a queue limit from sysfs.
 q() { cat "/sys/block/$1/queue/$2"; }
+# dmesg_mark NAME: writes "blkfront-test: mark NAME" into the kernel log,
+# for dmesg_since. Scripts mark, never clear the log (dmesg -c): the host
+# and debug-report.sh read all of it. Info level: off the console
+# (loglevel=6) and out of dmesg -r's warnings.
+dmesg_mark() { echo "<6>blkfront-test: mark $1" > /dev/kmsg; }
+# dmesg_since NAME: the dmesg lines after the last mark NAME (a word:
+# letters, digits, - and _). Without one (the ring buffer wrapped past it)
+# all of them, a note on stderr and status 1: a check then sees more
+# lines, never fewer.
+dmesg_since() {
+    local log=/tmp/dmesg-since.$$ n
+    dmesg > $log
+    n=$(grep -n "blkfront-test: mark $1\$" $log | tail -1 | cut -d: -f1)
+    if [ -n "$n" ]; then
+        tail -n +$((n + 1)) $log
+    else
+        echo "dmesg_since: no mark '$1' in the kernel log: all of it read" >&2
+        cat $log
+    fi
+    rm -f $log
+    [ -n "$n" ]
+}
+# no_kmemleak: the result line when /sys/kernel/debug/kmemleak is missing:
+# a failure on a kernel booted with kmemleak=on (the suites boot so, on
+# kernels with CONFIG_DEBUG_KMEMLEAK), a skip otherwise.
+no_kmemleak() {
+    if grep -qw 'kmemleak=on' /proc/cmdline; then
+        not_ok "kmemleak: /sys/kernel/debug/kmemleak present (booted with kmemleak=on)"
+    else
+        ok "kmemleak # SKIP no /sys/kernel/debug/kmemleak (boot with kmemleak=on)"
+    fi
+}
 # removal_count DISK WHAT: the count before WHAT ("ring-full retries",
 # "chained scatterlists", "batches", ...) in virtio_blk_rs's last removal
 # line for DISK ("[vda] removed: N requests, ..."), empty without one.

@@ -37,8 +37,8 @@ check "swapon $swap" swapon /dev/$swap
 echo shutdown > /sys/power/disk
 echo 0 > /sys/power/image_size
 echo 1 > /sys/power/pm_debug_messages
-base=$(dmesg | wc -l)
-since() { dmesg | tail -n +$((base + 1)); }
+# This run's kernel lines: those after the mark (the image's log has it).
+dmesg_mark hibernate
 fio --name=hibernate --filename=/dev/vda --direct=1 --ioengine=libaio --iodepth=16 \
     --rw=randwrite --bs=16k --size=64M --loops=4 --verify=crc32c --verify_fatal=1 \
     --do_verify=1 --eta=never --output=/tmp/fio-hibernate.log &
@@ -56,9 +56,9 @@ check "the image was restored (boot 2), not a failed hibernation in boot 1" \
     sh -c "dmesg | grep -q 'Hibernation image restored successfully'"
 check "requests were in flight when hibernating ($inflight)" [ "$inflight" -gt 0 ]
 expect_eq "our freeze lines (the snapshot's freeze, one per disk)" \
-    "$(since | grep -c 'freeze: requests held until the restore')" 2
+    "$(dmesg_since hibernate | grep -c 'freeze: requests held until the restore')" 2
 expect_eq "our restore lines (after the image's restore, one per disk)" \
-    "$(since | grep -c 'virtio_blk_rs.*restored: .* restore [0-9]')" 2
+    "$(dmesg_since hibernate | grep -c 'virtio_blk_rs.*restored: .* restore [0-9]')" 2
 check "fio still running after the resume" kill -0 $fio_pid
 wait $fio_pid
 frc=$?
@@ -67,6 +67,6 @@ expect_eq "fio write+verify across the hibernation: exit status" "$frc" 0
 check "swapoff $swap (the swap area reads back)" swapoff /dev/$swap
 roundtrip "data round trip on $swap after the resume" $swap 64k 16 100
 check "no oops, warning or I/O error in dmesg" \
-    sh -c "! since | grep -E 'BUG|WARNING|Oops|I/O error|Call Trace'"
+    [ "$(dmesg_since hibernate | grep -cE 'BUG|WARNING|Oops|I/O error|Call Trace')" = 0 ]
 check "rmmod virtio_blk_rs" unload virtio_blk_rs
 finish

@@ -8,12 +8,12 @@
 d=${POLL_DISK:-vda}
 n=${POLL_QUEUES:-1}
 lsmod | grep -q '^virtio_blk_rs ' && unload virtio_blk_rs
-dmesg -c >/dev/null
+dmesg_mark poll
 check "insmod virtio_blk_rs poll_queues=$n" insmod /lib/modules/virtio_blk_rs.ko poll_queues=$n
 sleep 1
 expect_eq "poll_queues in sysfs" "$(cat /sys/module/virtio_blk_rs/parameters/poll_queues)" "$n"
 expect_eq "$d: io_poll" "$(q $d io_poll)" 1
-check "probe line counts $n polled queues" sh -c "dmesg | grep -q 'request queues ($n polled)'"
+check "probe line counts $n polled queues" [ "$(dmesg_since poll | grep -c "request queues ($n polled)")" -gt 0 ]
 polled_fio() { # LABEL
     fio --name=poll --filename=/dev/$d --direct=1 --ioengine=io_uring --hipri=1 \
         --iodepth=4 --rw=randwrite --bs=4k --size=16M --verify=crc32c \
@@ -23,7 +23,7 @@ polled_fio() { # LABEL
 }
 polled_fio RS
 check "rmmod virtio_blk_rs" unload virtio_blk_rs
-polled=$(dmesg | sed -n "s/.*\[$d\] removed: .* \([0-9][0-9]*\) polled completions.*/\1/p" | tail -1)
+polled=$(dmesg_since poll | sed -n "s/.*\[$d\] removed: .* \([0-9][0-9]*\) polled completions.*/\1/p" | tail -1)
 echo "POLL $d: ${polled:-?} polled completions"
 check "completions were reaped by polling (${polled:-none})" [ "${polled:-0}" -gt 0 ]
 if [ -f /lib/modules/virtio_blk.ko ]; then

@@ -18,9 +18,8 @@ RESET_HOW=${RESET_HOW:-flr}
 # outlast the resets (about 8 s) on the test kernel; the debug boot, about
 # ten times slower, passes smaller values in GUEST_ENV.
 RESET_SIZE=${RESET_SIZE:-96M} RESET_LOOPS=${RESET_LOOPS:-8}
-since() { dmesg | tail -n +$((base + 1)); }
 reset_under_io() { # MODULE
-    local mod=$1 pci i inflight held=0 rc base
+    local mod=$1 pci i inflight held=0 rc
     check "$mod: insmod" insmod "/lib/modules/$mod.ko"
     sleep 1
     if [ $RESET_HOW = s3 ]; then
@@ -36,9 +35,8 @@ reset_under_io() { # MODULE
             grep -qw flr "/sys/bus/pci/devices/$pci/reset_method"
         echo flr > "/sys/bus/pci/devices/$pci/reset_method"
     fi
-    # This run's kernel lines (the log is not cleared: debug-report.sh,
-    # after this script in a debug boot, reads all of it).
-    base=$(dmesg | wc -l)
+    # This run's kernel lines: those after the mark.
+    dmesg_mark "reset-$mod"
     [ $RESET_HOW = s3 ] && s3_done=$(cat /sys/power/suspend_stats/success)
     fio --name=reset --filename=/dev/vda --direct=1 --ioengine=libaio --iodepth=16 \
         --rw=randwrite --bs=16k --size="$RESET_SIZE" --loops="$RESET_LOOPS" --verify=crc32c --verify_fatal=1 \
@@ -69,19 +67,19 @@ reset_under_io() { # MODULE
         expect_eq "$mod: suspends to RAM that succeeded" \
             "$(($(cat /sys/power/suspend_stats/success) - s3_done))" "$RESETS"
         expect_eq "$mod: wake-ups from S3 in dmesg" \
-            "$(since | grep -c 'Waking up from system sleep state S3')" "$RESETS"
+            "$(dmesg_since "reset-$mod" | grep -c 'Waking up from system sleep state S3')" "$RESETS"
     fi
     if [ "$mod" = virtio_blk_rs ]; then
         expect_eq "$mod: a restore line per reset ($RESET_HOW)" \
-            "$(since | grep -c 'virtio_blk_rs.*restored: .* restore [0-9]')" "$RESETS"
+            "$(dmesg_since "reset-$mod" | grep -c 'virtio_blk_rs.*restored: .* restore [0-9]')" "$RESETS"
         expect_eq "$mod: a freeze line per reset ($RESET_HOW)" \
-            "$(since | grep -c 'freeze: requests held until the restore')" "$RESETS"
+            "$(dmesg_since "reset-$mod" | grep -c 'freeze: requests held until the restore')" "$RESETS"
         # The virtqueue names are made once per binding, not per restore.
         check "$mod: interrupts still named req.0 after the resets" grep -q 'req\.0' /proc/interrupts
     fi
     roundtrip "$mod: data round trip after the resets" vda 64k 16 2000
     check "$mod: no oops, warning or I/O error in dmesg" \
-        sh -c "! dmesg | tail -n +$((base + 1)) | grep -E 'BUG|WARNING|Oops|I/O error|Call Trace'"
+        [ "$(dmesg_since "reset-$mod" | grep -cE 'BUG|WARNING|Oops|I/O error|Call Trace')" = 0 ]
     check "$mod: rmmod" unload "$mod"
 }
 # RESET_DRIVERS: the debug boot runs ours only (the checkers are there for

@@ -13,6 +13,7 @@ while [ "$(cat /sys/block/vda/size)" = "$before" ] && [ $i -lt 60 ]; do sleep 1;
 after=$(cat /sys/block/vda/size)
 echo "RESIZE size: $before -> $after"
 check "vda capacity changed online" [ "$after" != "$before" ]
+expect_eq "vda size after the resize to 384 MiB (512-byte sectors)" "$after" 786432
 dmesg | grep 'new size' | tail -2
 # The new space is usable: write and read back at the end of the disk.
 dd if=/dev/urandom of=/tmp/p bs=64k count=16 2>/dev/null

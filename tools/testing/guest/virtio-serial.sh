@@ -29,14 +29,15 @@ check "vdb has a CPU on hardware queue 1" [ -n "$cpu" ]
 check "rmmod virtio_blk_rs" rmmod virtio_blk_rs
 cpu=${cpu:-1}
 
-dmesg -c > /dev/null
+dmesg_mark serial
+cycles=1
 check "insmod get_id_timeout_ms=0 (on CPU $cpu)" taskset -c "$cpu" insmod /lib/modules/virtio_blk_rs.ko get_id_timeout_ms=0
 check "vda and vdb added without the serial" sh -c '[ -b /dev/vda ] && [ -b /dev/vdb ]'
 check "vda: no serial attribute" [ ! -e /sys/block/vda/serial ]
 check "vdb: no serial attribute" [ ! -e /sys/block/vdb/serial ]
 for d in vda vdb; do
-    check "$d: one line saying the serial was not answered in time" \
-        sh -c "dmesg | grep -q '\[$d\] no serial: GET_ID not answered within 0 ms'"
+    expect_eq "$d: one line saying the serial was not answered in time" \
+        "$(dmesg_since serial | grep -c "\[$d\] no serial: GET_ID not answered within 0 ms")" 1
 done
 dd if=/dev/urandom of=/tmp/p bs=64k count=16 2>/dev/null
 for d in vda vdb; do
@@ -46,7 +47,7 @@ for d in vda vdb; do
 done
 check "rmmod virtio_blk_rs (on CPU $cpu)" taskset -c "$cpu" rmmod virtio_blk_rs
 late() { removed $1 | sed -n 's/.* \([0-9][0-9]*\) late GET_ID answers.*/\1/p'; }
-never() { dmesg | grep -c "\[$1\] GET_ID never answered: its buffer freed after the reset"; }
+never() { dmesg_since serial | grep -c "\[$1\] GET_ID never answered: its buffer freed after the reset"; }
 removed vda; removed vdb
 echo "SERIAL GET_ID fate: vda late=$(late vda) never=$(never vda), vdb late=$(late vdb) never=$(never vdb)"
 expect_eq "vda: the GET_ID answer came late, was counted and dropped" "$(late vda)" 1
@@ -57,20 +58,25 @@ expect_eq "vdb: GET_ID buffer released once (late answer or after the reset)" \
 K=/sys/kernel/debug/kmemleak
 if [ -w $K ]; then
     echo clear > $K
+    cycles=7
     for i in 1 2 3 4 5 6; do
         taskset -c "$cpu" insmod /lib/modules/virtio_blk_rs.ko get_id_timeout_ms=0 || not_ok "insmod cycle $i"
         taskset -c "$cpu" dd if=/dev/vdb of=/dev/null bs=64k count=16 iflag=direct 2>/dev/null
         taskset -c "$cpu" rmmod virtio_blk_rs || not_ok "rmmod cycle $i"
     done
-    echo "SERIAL GET_ID fates, all cycles: late $(dmesg | sed -n 's/.* \([0-9]*\) late GET_ID answers.*/\1/p' | awk '{ s += $1 } END { print s + 0 }'), never answered $(dmesg | grep -c 'GET_ID never answered')"
+    echo "SERIAL GET_ID fates, all cycles: late $(dmesg_since serial | sed -n 's/.* \([0-9]*\) late GET_ID answers.*/\1/p' | awk '{ s += $1 } END { print s + 0 }'), never answered $(dmesg_since serial | grep -c 'GET_ID never answered')"
     # kmemleak reports objects unreferenced for 5 s and seen in two scans.
     sleep 6; echo scan > $K; sleep 6; echo scan > $K
     n=$(grep -c '^unreferenced object' $K)
     grep -A12 '^unreferenced object' $K | head -40
     expect_eq "kmemleak after 6 more get_id_timeout_ms=0 cycles: unreferenced objects" "$n" 0
 else
-    ok "kmemleak # SKIP no $K (boot with kmemleak=on)"
+    no_kmemleak
 fi
+# The teardowns the next two checks are about: each load since the mark
+# ends with one removal line per disk.
+expect_eq "removal lines of vda and vdb after $cycles loads with get_id_timeout_ms=0" \
+    "$(dmesg_since serial | grep -cE '\[vd[ab]\] removed: [0-9]+ requests')" $((2 * cycles))
 check "no GET_ID buffer leaked at teardown" sh -c "! dmesg | grep -q 'GET_ID buffer still owned'"
 check "no request left at reset" sh -c "! dmesg | grep -q 'still owned by the device at reset'"
 check "no warnings/oopses" sh -c "! dmesg | grep -E 'WARNING:|BUG:|Oops|general protection'"

@@ -10,7 +10,7 @@
 D=xvda
 fault_injection_disk $D || { finish; exit; }
 rings=$(dstat rings)
-dmesg -c >/dev/null
+dmesg_mark faults
 
 # dom0's disk throttled to 8 IOPS (QEMU's block_set_io_throttle) keeps
 # fio's requests on the ring: 16 deep, a minute long unless the disk fails.
@@ -27,11 +27,14 @@ fio_fails_with_eio $FIO /tmp/fio-fault.log "the fault" $t0
 echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 0 0 0"
 # One line per ring: "ring N: fault injected; disabled for further use, M
 # requests in flight failed".
-expect_eq "dmesg names the fault once per ring" "$(dmesg | grep -c 'ring [0-9]*: fault injected;')" "$rings"
-dmesg | grep 'ring [0-9]*: fault injected;'
-failed=$(dmesg | sed -n 's/.*ring [0-9]*: fault injected;.* \([0-9]*\) requests in flight failed.*/\1/p' | awk '{ n += $1 } END { print n + 0 }')
+expect_eq "dmesg names the fault once per ring" "$(dmesg_since faults | grep -c 'ring [0-9]*: fault injected;')" "$rings"
+dmesg_since faults | grep 'ring [0-9]*: fault injected;'
+failed=$(dmesg_since faults | sed -n 's/.*ring [0-9]*: fault injected;.* \([0-9]*\) requests in flight failed.*/\1/p' | awk '{ n += $1 } END { print n + 0 }')
 check "the requests in flight at the fault were failed ($failed)" test "$failed" -gt 0
-check "new I/O fails at once" sh -c "! timeout 10 dd if=/dev/$D of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null"
+# An error exit, not the timeout's kill (124 or 128 + SIGTERM).
+timeout 10 dd if=/dev/$D of=/dev/null bs=4k count=1 iflag=direct 2>/dev/null
+rc=$?
+check "new I/O fails at once (dd exit $rc, within 10 s)" [ "$rc" -ge 1 -a "$rc" -lt 124 ]
 expect_eq "no grant in use after the fault" "$(dstat grants_in_use)" 0
 expect_eq "backend errors counted" "$(dstat backend_errors)" "$rings"
 
@@ -40,10 +43,10 @@ echo "DOM0-CMD: xl block-detach blktest xvda"
 n=0
 while [ -e /sys/block/$D ] && [ $n -lt 120 ]; do sleep 0.5; n=$((n + 1)); done
 [ ! -e /sys/block/$D ] && ok "disk gone after backend detach" || not_ok "disk gone after backend detach (60 s)"
-# One "ring N torn down: G grants granted, R revoked" line per ring (dmesg
-# was cleared before the fault).
-dmesg | grep -E 'ring [0-9]+ torn down:'
-set -- $(dmesg | sed -n 's/.*ring [0-9]* torn down: \([0-9]*\) grants granted, \([0-9]*\) revoked.*/\1 \2/p' |
+# One "ring N torn down: G grants granted, R revoked" line per ring since
+# the mark before the fault.
+dmesg_since faults | grep -E 'ring [0-9]+ torn down:'
+set -- $(dmesg_since faults | sed -n 's/.*ring [0-9]* torn down: \([0-9]*\) grants granted, \([0-9]*\) revoked.*/\1 \2/p' |
     awk '{ g += $1; r += $2; n++ } END { print n + 0, g + 0, r + 0 }')
 expect_eq "one teardown line per ring" "$1" "$rings"
 check "every grant granted is revoked ($2 granted, $3 revoked)" test "$2" -gt 0 -a "$2" = "$3"

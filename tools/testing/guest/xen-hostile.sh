@@ -1,18 +1,24 @@
-# The hostile backend (issue 13): for every scenario of blkif-backend
-# (tools/testing/xen-backend; the host passes its `--list` as
-# HOSTILE_SCENARIOS, commas between names), a driver meets a userspace
-# backend that misbehaves that way once the disk is connected and fio has
-# requests in flight; then the vbd is detached as xl block-detach does.
+# The hostile backend: for every scenario of blkif-backend
+# (tools/testing/xen-backend; the host passes the names of its `--list`
+# as HOSTILE_SCENARIOS, commas between them, and the whole list as
+# HOSTILE_EXPECT, each line's words joined by ':' and the lines by ','),
+# a driver meets a userspace backend that misbehaves that way (once the
+# disk is connected and fio has requests in flight, for most), then the
+# vbd is detached as xl block-detach does.
 # HOSTILE_WHO names the drivers, in order ("ours C" by default; suite 20
 # runs "ours", tools/testing/hostile-table.sh --run-c runs "C"). Each run
 # prints one line
 #   HOSTILE <scenario> <ours|C> <survives|hangs|oops> <notes>
 # which tools/testing/hostile-table.sh turns into
 # Documentation/hostile-backend.md. Ours must survive every scenario: no
-# oops or warning, fio ended (with EIO or success) within HOSTILE_BOUND
-# seconds of the detach, the disk gone, the module unloaded, every grant
-# revoked or handed to a deferred release, the fault named in one dmesg
-# line. C's outcome is recorded only.
+# oops or warning, fio ended within HOSTILE_BOUND seconds of the detach,
+# the disk gone, the module unloaded, each ring torn down with every grant
+# it made revoked (or handed to a deferred release). And ours must show
+# what the scenario's line of `--list` declares (scenario::Expect in the
+# backend): the disk up or the probe refused, the backend's test-fired
+# node where it strikes after its 64th request, fio's requests all
+# succeeded, failed with EIO or failed, the fault named in one dmesg line.
+# C's outcome is recorded only.
 # A driver that hangs takes xenbus with it (the removal that hangs runs in
 # the xenwatch thread, which every later probe and state change waits
 # for): its remaining scenarios are not run in this boot, each printed as
@@ -32,6 +38,28 @@ bounded() {
     while kill -0 $pid 2>/dev/null && [ $n -lt $((secs * 2)) ]; do sleep 0.5; n=$((n + 1)); done
     kill -0 $pid 2>/dev/null && return 2
     wait $pid
+}
+
+# declared SCENARIO: sets WANT_STRIKES, WANT_DISK, WANT_IO and WANT_FAULT
+# from the scenario's line in HOSTILE_EXPECT; fails unless each of the
+# four has a known value.
+declared() {
+    local w
+    WANT_STRIKES= WANT_DISK= WANT_IO= WANT_FAULT=
+    for w in $(echo "${HOSTILE_EXPECT:-}" | tr ',' '\n' | grep "^$1:" | head -1 | tr ':' ' '); do
+        case $w in
+            strikes=keys | strikes=flushes | strikes=trigger | strikes=teardown) WANT_STRIKES=${w#*=} ;;
+            disk=up | disk=refused) WANT_DISK=${w#*=} ;;
+            io=ok | io=eio | io=fail | io=none) WANT_IO=${w#*=} ;;
+            fault=named | fault=optional) WANT_FAULT=${w#*=} ;;
+        esac
+    done
+    [ -n "$WANT_STRIKES" ] && [ -n "$WANT_DISK" ] && [ -n "$WANT_IO" ] && [ -n "$WANT_FAULT" ]
+}
+
+# fio_failed [eio]: fio ended on its own with a failure (with EIO).
+fio_failed() {
+    [ -n "$fio_rc" ] && [ "$fio_rc" -ne 0 ] && [ "$fio_rc" -lt 128 ] && { [ "${1:-}" != eio ] || [ "$fio_eio" = yes ]; }
 }
 
 # special SCENARIO WHO: what a scenario must show beyond surviving, while
@@ -54,12 +82,18 @@ special() {
 }
 
 hostile() { # SCENARIO WHO KO MOD XENBUS_DRIVER
-    local s=$1 who=$2 ko=$3 mod=$4 drv=$5 fio_pid= ans rc n be fio_end=no gone=no unloaded=no
-    local outcome notes oops fault fault_lines teardown
-    dmesg -c > /dev/null
+    local s=$1 who=$2 ko=$3 mod=$4 drv=$5 fio_pid= fio_rc= fio_eio= ans rc n be up=no fe_state= fired
+    local fio_end=no gone=no unloaded=no outcome notes oops fault fault_lines teardown rings revoked_all
+    local mark=hostile-$s-$who since marked=yes
+    declared "$s"; rc=$?
+    notes="strikes=$WANT_STRIKES disk=$WANT_DISK io=$WANT_IO fault=$WANT_FAULT"
+    [ "$who" = ours ] && check "$s: blkif-backend --list declares what ours must show ($notes)" [ $rc = 0 ]
+    rm -f /tmp/h.out
+    dmesg_mark "$mark"
     insmod "/lib/modules/$ko.ko"
     us_start "$s"
     if us_disk_appears; then
+        up=yes
         special "$s" "$who"
         be=$(xs_read "device/vbd/$US_DEVID/backend")
         fio --name=h --filename=/dev/$US_DISK --direct=1 --rw=randrw --bsrange=4k-128k --iodepth=16 \
@@ -68,16 +102,24 @@ hostile() { # SCENARIO WHO KO MOD XENBUS_DRIVER
         # The backend strikes after its 64th request and then writes its
         # test-fired node: wait for that (a KASAN guest under TCG takes
         # seconds to get there) or for fio's end (the scenarios that strike
-        # at connect or on every flush), then give the fault a second.
+        # in the keys, on every flush or at teardown), then give the fault
+        # a second. Where fio's requests must all succeed, wait for its end:
+        # the detach would fail those still in flight.
         n=0
-        while kill -0 $fio_pid 2>/dev/null && ! xs_read "$be/test-fired" > /dev/null && [ $n -lt 120 ]; do
+        while kill -0 $fio_pid 2>/dev/null && [ $n -lt 120 ]; do
+            [ "$WANT_IO" != ok ] && xs_read "$be/test-fired" > /dev/null && break
             sleep 0.5; n=$((n + 1))
         done
         sleep 1
         notes="disk up"
     else
-        notes="no disk (probe refused)" SPECIAL=
+        # Closing (5) or Closed (6) when the driver refused the backend.
+        fe_state=$(xs_read "device/vbd/$US_DEVID/state")
+        be=$(xs_read "device/vbd/$US_DEVID/backend")
+        notes="no disk (frontend state ${fe_state:-gone})" SPECIAL=
     fi
+    # Read before the detach removes the backend's node.
+    fired=$(xs_read "$be/test-fired") || fired=
     ans=$(us_stop)
     if [ -n "$fio_pid" ]; then
         n=0
@@ -85,8 +127,9 @@ hostile() { # SCENARIO WHO KO MOD XENBUS_DRIVER
         if kill -0 $fio_pid 2>/dev/null; then
             kill -9 $fio_pid 2>/dev/null
         else
-            fio_end=yes; wait $fio_pid; rc=$?
-            notes="$notes; fio exit $rc$(grep -q 'Input/output error' /tmp/h.out && echo ' (EIO)')"
+            fio_end=yes; wait $fio_pid; fio_rc=$?
+            fio_eio=no; grep -q 'Input/output error' /tmp/h.out && fio_eio=yes
+            notes="$notes; fio exit $fio_rc$([ $fio_eio = yes ] && echo ' (EIO)')"
         fi
     else
         fio_end=yes
@@ -94,14 +137,24 @@ hostile() { # SCENARIO WHO KO MOD XENBUS_DRIVER
     us_disk_gone "$BOUND" && gone=yes
     bounded 20 unbind_vbds "$drv"; rc=$?
     [ $rc = 2 ] || bounded 20 unload "$mod"; [ $? = 0 ] && [ $rc != 2 ] && unloaded=yes
-    oops=$(dmesg | grep -cE 'BUG|Oops|WARNING|Call Trace|KASAN|lockdep|general protection')
+    # The kernel's lines since the mark: this scenario's (all of them, and
+    # a failure, once the log no longer holds the mark).
+    since=$(dmesg_since "$mark") || marked=no
+    oops=$(printf '%s\n' "$since" | grep -cE 'BUG|Oops|WARNING|Call Trace|KASAN|lockdep|general protection')
     # The driver's lines at warning level or above (busybox dmesg -r
-    # keeps the <level> prefix), xenbus's note of the removal aside; the
-    # first names the fault, else the block layer's first I/O error.
-    dmesg -r | sed -n 's/^<\([0-4]\)>\[[ 0-9.]*\] //p' | grep -v 'forcefully removed' > /tmp/h.warn
+    # keeps the <level> prefix; the mark's has the user facility's bit),
+    # xenbus's note of the removal aside; the first names the fault,
+    # else the block layer's first I/O error.
+    dmesg -r | sed -n "/blkfront-test: mark $mark\$/,\$p" | sed -n 's/^<\([0-4]\)>\[[ 0-9.]*\] //p' |
+        grep -v 'forcefully removed' > /tmp/h.warn
     fault_lines=$(grep -cE "vbd-$US_DEVID|blkfront: $US_DISK" /tmp/h.warn)
     fault=$( { grep -E "vbd-$US_DEVID|blkfront: $US_DISK" /tmp/h.warn; grep "$US_DISK" /tmp/h.warn; } | head -1)
-    teardown=$(dmesg | grep -o "vbd-$US_DEVID: ring [0-9]* torn down: .*" | head -1)
+    # Ours prints each ring's teardown: grants granted, and revoked (those
+    # still mapped by the backend through a deferred release).
+    teardown=$(printf '%s\n' "$since" | grep -o "vbd-$US_DEVID: ring [0-9]* torn down: .*")
+    rings=$(echo "$teardown" | grep -c 'torn down')
+    revoked_all=$(echo "$teardown" | sed -n 's/.*: \([0-9]*\) grants granted, \([0-9]*\) revoked.*/\1 \2/p' |
+        awk '$1 == $2 { n++ } END { print n + 0 }')
     if [ "$oops" -gt 0 ]; then outcome=oops
     elif [ $fio_end = no ] || [ $gone = no ] || [ "$unloaded" = no ]; then outcome=hangs
     else outcome=survives; fi
@@ -109,20 +162,33 @@ hostile() { # SCENARIO WHO KO MOD XENBUS_DRIVER
     echo "HOSTILE $s $who $outcome $notes"
     if [ "$who" = ours ]; then
         check "$s: ours survives ($notes)" [ $outcome = survives ]
+        check "$s: the kernel log still holds the scenario's mark (the lines read are its own)" [ $marked = yes ]
+        case $WANT_DISK in
+            up) check "$s: ours brings the disk up" [ $up = yes ] ;;
+            refused)
+                case $up:$fe_state in
+                    no:5 | no:6) ok "$s: ours refuses the backend at probe (no disk, frontend state $fe_state)" ;;
+                    *) not_ok "$s: ours refuses the backend at probe: disk up: $up, frontend state '$fe_state' (want 5 or 6)" ;;
+                esac ;;
+        esac
+        if [ "$WANT_STRIKES" = trigger ]; then
+            check "$s: the backend struck (its test-fired node: '$fired')" [ -n "$fired" ]
+        fi
+        case $WANT_IO in
+            ok) check "$s: fio's requests all succeed with ours (fio exit ${fio_rc:-none})" [ "$fio_rc" = 0 ] ;;
+            eio) check "$s: ours fails fio's requests with EIO (fio exit ${fio_rc:-none}, EIO: ${fio_eio:-none})" fio_failed eio ;;
+            fail) check "$s: fio's requests fail with ours (fio exit ${fio_rc:-none})" fio_failed ;;
+        esac
         # A fault the driver sees is named once (not once per request).
-        case $s in
-            id-* | duplicate-id | wrong-operation | unknown-status | rsp-prod-* | indirect-bad-operation | \
-                stall | closing-mid-io | killed | garbage-optional-keys | huge-values | flush-not-supported)
-                check "$s: ours names the fault in one dmesg line ($fault_lines: $fault)" [ "$fault_lines" = 1 ] ;;
-        esac
-        # Grants: ours prints each ring's teardown: every grant made was
-        # revoked (those still mapped by the backend through a deferred
-        # release).
-        case $teardown in
-            *"grants granted"*)
-                set -- $(echo "$teardown" | sed 's/.*: \([0-9]*\) grants granted, \([0-9]*\) revoked.*/\1 \2/')
-                check "$s: ours revoked every grant it made ($teardown)" [ "$1" = "$2" ] ;;
-        esac
+        if [ "$WANT_FAULT" = named ]; then
+            check "$s: ours names the fault in one dmesg line ($fault_lines: $fault)" [ "$fault_lines" = 1 ]
+        fi
+        # A disk that came up had rings to tear down; a refused one may
+        # have set some up before refusing.
+        if [ $up = yes ] || [ "$rings" -gt 0 ]; then
+            check "$s: ours tore down $rings ring(s), each having revoked every grant it made ($(echo "$teardown" | head -1))" \
+                [ "$rings" -ge 1 -a "$revoked_all" = "$rings" ]
+        fi
     fi
     [ $outcome = survives ]
 }

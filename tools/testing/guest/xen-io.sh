@@ -183,7 +183,8 @@ if [ -r "$S" ]; then
         g0=$(st grants_granted)
         dd if=/dev/$D of=/dev/null bs=128k count=256 iflag=direct 2>/dev/null
         dd if=/dev/zero of=/dev/$D bs=128k count=256 seek=512 oflag=direct 2>/dev/null
-        expect_eq "persistent grants: no new grants over 64 MiB more I/O" "$(st grants_granted)" "$g0"
+        g1=$(st grants_granted)
+        check "persistent grants: no new grants over 64 MiB more I/O (granted $g0 -> $g1)" [ "$g0" -gt 0 -a "$g1" = "$g0" ]
     fi
     # An idle disk gives back what the backend stopped mapping: dom0's
     # blkback unmaps grants unused for 1 s, and the 10 s purge (upstream's
@@ -221,16 +222,16 @@ expect_eq "parameters in sysfs with upstream's permissions" "$perms" \
 vbd=$(basename "$(readlink /sys/block/$D/device)")
 rebind() {
     echo "$vbd" > /sys/bus/xen/drivers/xen_blkfront_rs/unbind
-    dmesg -c >/dev/null
+    dmesg_mark rebind
     echo "$vbd" > /sys/bus/xen/drivers/xen_blkfront_rs/bind
-    for i in $(seq 1 80); do [ -e /sys/block/$D ] && dmesg | grep -q "blkfront: $D:" && break; sleep 0.25; done
+    for i in $(seq 1 80); do [ -e /sys/block/$D ] && dmesg_since rebind | grep -q "blkfront: $D:" && break; sleep 0.25; done
 }
 for v in N Y; do
     echo $v > $P/feature_persistent
     expect_eq "feature_persistent written through sysfs" "$(cat $P/feature_persistent)" $v
     rebind
     fp=$(xs_read "device/vbd/${vbd#vbd-}/feature-persistent")
-    line=$(dmesg | grep "blkfront: $D:" | tail -1)
+    line=$(dmesg_since rebind | grep "blkfront: $D:" | tail -1)
     echo "after feature_persistent=$v: frontend feature-persistent=$fp; $line"
     if [ $v = N ]; then
         expect_eq "feature_persistent=N: the next connection offers no persistent grants" "$fp" 0
@@ -243,16 +244,15 @@ for v in N Y; do
     fi
     roundtrip "data after rebinding with feature_persistent=$v" $D 64k 16 100
 done
+rings=$(sed -n 's/^rings: //p' "$S" 2>/dev/null)
+dmesg_mark teardown
 unbind_vbds
 check "rmmod xen_blkfront_rs" rmmod xen_blkfront_rs
 [ ! -e /sys/block/$D ] && ok "disk gone after rmmod" || not_ok "disk gone after rmmod"
 # Each ring logs its grant record at teardown: all granted grants revoked.
-torn=$(dmesg | grep -E 'ring [0-9]+ torn down:' | tail -8)
-echo "$torn"
-if [ -n "$torn" ]; then
-    bad=$(echo "$torn" | awk '{for(i=1;i<=NF;i++){if($(i+1)=="grants"&&$(i+2)=="granted,")g=$i; if($(i+1)=="revoked")r=$i} if(g!=r)n++} END{print n+0}')
-    expect_eq "rings whose grants were not all revoked at teardown" "$bad" 0
-else
-    not_ok "grant record at ring teardown in dmesg"
-fi
+dmesg_since teardown | grep -E 'ring [0-9]+ torn down:'
+set -- $(dmesg_since teardown | sed -n 's/.*ring [0-9]* torn down: \([0-9]*\) grants granted, \([0-9]*\) revoked.*/\1 \2/p' |
+    awk '$1 != $2 { bad++ } { n++ } END { print n + 0, bad + 0 }')
+check "a grant record at each ring's teardown ($1 of ${rings:-?} rings)" [ "$1" -gt 0 -a "$1" = "$rings" ]
+expect_eq "rings whose grants were not all revoked at teardown" "$2" 0
 finish

@@ -11,7 +11,7 @@
 D=xvda
 fault_injection_disk $D || { finish; exit; }
 vbd=$(basename "$(readlink /sys/block/$D/device)")
-dmesg -c >/dev/null
+dmesg_mark removal
 
 # 24 writes in flight against dom0's throttled disk. At 8 IOPS the 16
 # that were in flight drained while a slow guest froze for the save (a
@@ -28,10 +28,11 @@ fio_on_rings "before the save" 16
 check "inject: hold-reconnect" sh -c "echo hold-reconnect > $DBG/inject"
 echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 1 0 0"
 echo "DOM0-CMD: sh /run/payload/save-restore"
-for i in $(seq 1 360); do dmesg | grep -q "not reconnecting" && break; sleep 0.5; done
+for i in $(seq 1 360); do dmesg_since removal | grep -q "not reconnecting" && break; sleep 0.5; done
 echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 0 0 0"
-check "restored, the reconnect held by fault injection" sh -c "dmesg | grep -q 'fault injection: not reconnecting'"
-held=$(dmesg | sed -n 's/.*resuming: \([0-9]*\) requests in flight.*/\1/p' | tail -1)
+check "restored, the reconnect held by fault injection" \
+    [ "$(dmesg_since removal | grep -c 'fault injection: not reconnecting')" -gt 0 ]
+held=$(dmesg_since removal | sed -n 's/.*resuming: \([0-9]*\) requests in flight.*/\1/p' | tail -1)
 check "requests in flight at the suspend wait for the new backend (${held:-none})" [ "${held:-0}" -gt 0 ]
 check "fio still waits for them" kill -0 $FIO
 

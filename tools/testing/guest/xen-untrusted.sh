@@ -19,7 +19,7 @@ expect_eq "bounced data verified" "$(md5sum < /tmp/b | cut -d' ' -f1)" "$(md5sum
 S=/sys/kernel/debug/xen_blkfront_rs-$D/stats
 cat $S
 g=$(grep '^grants_granted:' $S | cut -d' ' -f2); r=$(grep '^grants_revoked:' $S | cut -d' ' -f2)
-expect_eq "every grant revoked (non-persistent)" "$r" "$g"
+check "every grant revoked (non-persistent): $g granted, $r revoked" [ "$g" -gt 0 -a "$r" = "$g" ]
 c=$(grep '^bytes_copied:' $S | cut -d' ' -f2)
 [ "${c:-0}" -ge 8388608 ] && ok "bytes copied through bounce pages ($c)" || not_ok "bytes copied ($c)"
 unbind_vbds

@@ -43,11 +43,12 @@ fi
 # The backend must still offer every one (a renamed
 # scenario fails here rather than silently drop out).
 scenarios=id-out-of-range,killed,keep-all-at-teardown
-offered=" $("$REPO/target/release/blkif-backend" --list | tr '\n' ' ') "
+list=$("$REPO/target/release/blkif-backend" --list)
+offered=" $(echo "$list" | awk '{ print $1 }' | tr '\n' ' ') "
 for s in ${scenarios//,/ }; do
     [[ $offered == *" $s "* ]] || rec fail "blkif-backend --list lacks scenario $s (debug-xen)"
 done
-GUEST_ENV="SCRIPTS=debug-start,fio-verify,xen-removal,xen-faults,xen-hvm-guards,xen-hostile,debug-report VERIFY_MOD=xen_blkfront_rs VERIFY_DISK=xvda VERIFY_SIZE=8M VERIFY_LOADS=-,feature_persistent=0 HOSTILE_SCENARIOS=$scenarios HOSTILE_WHO=ours" \
+GUEST_ENV="SCRIPTS=debug-start,fio-verify,xen-removal,xen-faults,xen-hvm-guards,xen-hostile,debug-report VERIFY_MOD=xen_blkfront_rs VERIFY_DISK=xvda VERIFY_SIZE=8M VERIFY_LOADS=-,feature_persistent=0 HOSTILE_SCENARIOS=$scenarios HOSTILE_EXPECT=$(echo "$list" | tr ' ' : | paste -sd,) HOSTILE_WHO=ours" \
     KO_DIR=$KO DOMU_TYPE=pvh DOMU_MEM=768 DOMU_KERNEL=$KDBG/arch/x86/boot/bzImage DOMU_MODULES=$KDBG/drivers/block DOMU_APPEND="kmemleak=on log_buf_len=4M" \
     USERSPACE_BACKEND=1 bash "$T/xen-guest.sh" -l debug-xen -p 1 -s 256M -c 1 -t 1800 "$T/guest/multi.sh"
 exit 0

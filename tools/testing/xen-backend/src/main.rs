@@ -2,7 +2,7 @@
 
 //! `blkif-backend`: a userspace blkif backend for one vbd, run in dom0 in
 //! place of xen-blkback to test frontends against a backend that can
-//! misbehave on purpose (issue 13). It creates the vbd itself (frontend
+//! misbehave on purpose. It creates the vbd itself (frontend
 //! and backend xenstore nodes, as a toolstack's block-attach does), speaks
 //! the xenbus handshake, maps rings and data grants through gntdev, and
 //! serves requests from a file.
@@ -12,7 +12,8 @@
 //!                 [--ring-order N] [--persistent 0|1] [--indirect N]
 //!                 [--physical-sector-size N] [--info VDISK_FLAGS] [--misbehave NAME]
 //!
-//! `--list` prints one scenario name per line and nothing else; without
+//! `--list` prints one scenario a line, its name then what a frontend
+//! must show when it strikes (`scenario::list_line`); without
 //! `--misbehave` the backend behaves. Writing anything to the backend
 //! node's `test-stop` detaches the vbd as `xl block-detach` does (Closing,
 //! the frontend closes, nodes removed) and ends the process; the counters
@@ -81,8 +82,8 @@ fn parse(args: &[String]) -> Result<Config, String> {
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("--list") {
-        for (name, _) in scenario::ALL {
-            println!("{name}");
+        for (name, s) in scenario::ALL {
+            println!("{}", scenario::list_line(name, *s));
         }
         return ExitCode::SUCCESS;
     }

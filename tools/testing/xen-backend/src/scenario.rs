@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The ways this backend misbehaves on purpose (`--misbehave NAME`). Each
-//! starts once the frontend has sent [`TRIGGER_AFTER`] requests, so the
-//! disk is connected and I/O is in flight when the fault comes.
+//! The ways this backend misbehaves on purpose (`--misbehave NAME`). Most
+//! start once the frontend has sent [`TRIGGER_AFTER`] requests, so the
+//! disk is connected and I/O is in flight when the fault comes; the
+//! others strike in the keys, on flushes or at teardown ([`Strike`]).
 
 /// Requests served well before a scenario strikes.
 pub const TRIGGER_AFTER: u64 = 64;
@@ -87,6 +88,111 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("flush-not-supported", Scenario::FlushNotSupported),
 ];
 
+/// When a scenario strikes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strike {
+    /// In the keys published before the frontend probes.
+    Keys,
+    /// On every flush, from the first.
+    Flushes,
+    /// Once [`TRIGGER_AFTER`] requests were served; the backend then
+    /// writes its `test-fired` node.
+    Trigger,
+    /// At the disconnect: nothing of it shows before the detach.
+    Teardown,
+}
+
+/// What becomes of the disk and of the I/O in flight when it strikes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The probe is refused: no disk, no I/O.
+    Refused,
+    /// The disk comes up and every request succeeds.
+    Succeeds,
+    /// The disk comes up and requests fail with EIO.
+    Eio,
+    /// The disk comes up and requests fail, not necessarily with EIO (I/O
+    /// past a shrunk end is refused above the driver).
+    Fails,
+}
+
+/// What a frontend that defends itself shows for a scenario (ours must;
+/// guest/xen-hostile.sh checks it, from `--list`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expect {
+    /// When it strikes.
+    pub strikes: Strike,
+    /// The disk and its requests.
+    pub outcome: Outcome,
+    /// The frontend names the fault in one kernel line at warning level
+    /// or above.
+    pub fault_named: bool,
+}
+
+impl Scenario {
+    /// What the frontend must show. No arm for all: a new scenario does
+    /// not compile without its own.
+    pub const fn expect(self) -> Expect {
+        use Outcome::*;
+        use Strike::*;
+        let (strikes, outcome, fault_named) = match self {
+            Scenario::IdOutOfRange => (Trigger, Eio, true),
+            Scenario::IdNotInFlight => (Trigger, Eio, true),
+            Scenario::DuplicateId => (Trigger, Eio, true),
+            Scenario::WrongOperation => (Trigger, Eio, true),
+            Scenario::UnknownStatus => (Trigger, Eio, true),
+            Scenario::RspProdPastReqProd => (Trigger, Eio, true),
+            Scenario::RspProdRingAhead => (Trigger, Eio, true),
+            Scenario::RspProdStorm => (Trigger, Eio, true),
+            Scenario::IndirectBadOperation => (Trigger, Eio, true),
+            Scenario::Stall => (Trigger, Eio, true),
+            // The requests held fail when the disk goes; the answers come
+            // once the frontend has closed, with nothing left to check.
+            Scenario::AnswerAfterDisconnect => (Trigger, Eio, false),
+            Scenario::ClosingMidIo => (Trigger, Eio, true),
+            Scenario::Killed => (Trigger, Eio, true),
+            // The first grant found still mapped breaks the ring.
+            Scenario::KeepDataGrants => (Trigger, Eio, true),
+            Scenario::KeepAllAtTeardown => (Teardown, Succeeds, false),
+            Scenario::MapUnsentGrant => (Trigger, Succeeds, false),
+            // While Connected only `sectors` is read again: these two go
+            // unheeded, the shrink makes later I/O past the end fail.
+            Scenario::SectorSizeChange => (Trigger, Succeeds, false),
+            Scenario::PersistentFlip => (Trigger, Succeeds, false),
+            Scenario::SectorsShrink => (Trigger, Fails, false),
+            Scenario::GarbageOptionalKeys => (Keys, Refused, true),
+            Scenario::HugeValues => (Keys, Refused, true),
+            Scenario::BarrierOnly => (Keys, Succeeds, false),
+            Scenario::FlushNotSupported => (Flushes, Succeeds, true),
+        };
+        Expect {
+            strikes,
+            outcome,
+            fault_named,
+        }
+    }
+}
+
+/// One line of `--list`: the name, then the expectation as words the
+/// guest parses ("strikes=trigger disk=up io=eio fault=named").
+pub fn list_line(name: &str, s: Scenario) -> String {
+    let e = s.expect();
+    let strikes = match e.strikes {
+        Strike::Keys => "keys",
+        Strike::Flushes => "flushes",
+        Strike::Trigger => "trigger",
+        Strike::Teardown => "teardown",
+    };
+    let (disk, io) = match e.outcome {
+        Outcome::Refused => ("refused", "none"),
+        Outcome::Succeeds => ("up", "ok"),
+        Outcome::Eio => ("up", "eio"),
+        Outcome::Fails => ("up", "fail"),
+    };
+    let fault = if e.fault_named { "named" } else { "optional" };
+    format!("{name} strikes={strikes} disk={disk} io={io} fault={fault}")
+}
+
 /// The scenario called `name`.
 pub fn by_name(name: &str) -> Option<Scenario> {
     ALL.iter().find(|(n, _)| *n == name).map(|&(_, s)| s)
@@ -112,5 +218,31 @@ mod tests {
             );
         }
         assert_eq!(by_name("no-such-scenario"), None);
+    }
+
+    #[test]
+    fn list_lines_are_five_plain_words() {
+        for (n, s) in ALL {
+            let line = list_line(n, *s);
+            let words: Vec<&str> = line.split(' ').collect();
+            assert_eq!(words.len(), 5, "{line}");
+            assert_eq!(words[0], *n);
+            // The host joins them with ':' and ',' into one GUEST_ENV word.
+            assert!(
+                line.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || " -=".contains(c)),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn refused_only_by_keys() {
+        for (n, s) in ALL {
+            let e = s.expect();
+            if e.outcome == Outcome::Refused {
+                assert_eq!(e.strikes, Strike::Keys, "{n}");
+            }
+        }
     }
 }

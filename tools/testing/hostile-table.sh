@@ -5,16 +5,45 @@
 # page is generated, never edited:
 #
 #   tools/testing/hostile-table.sh [--run-c] [LOG...] > Documentation/hostile-backend.md
+#   tools/testing/hostile-table.sh --check [LOG]
+#
+# --check says whether the committed page is stale: a scenario of
+# `blkif-backend --list` without a row or a row for one it no longer has,
+# or (given suite 20's log, default $CACHE/logs/xen-userspace.log when it
+# exists) an outcome of ours that differs from the page's. One line each,
+# "stale: ...", and exit 1; "current: ..." and exit 0 otherwise.
 #
 # The LOGs default to suite 20's boot G ($CACHE/logs/xen-userspace.log:
 # ours, asserted) and the C driver's runs ($CACHE/logs/xen-hostile-c-*.log).
-# --run-c makes those C runs first: every scenario for C with shorter
-# bounds (20 s). A hang takes the domU's xenbus with it, so the scenarios
+# --run-c makes those C runs first: every scenario for C with the bounds
+# ours has. A hang takes the domU's xenbus with it, so the scenarios
 # after one run in a fresh Xen boot: one boot per hang, about a minute
 # each plus the scenarios. Not in run-tests.sh: C's outcomes are recorded,
 # not asserted.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
+PAGE=$REPO/Documentation/hostile-backend.md
+if [ "${1:-}" = --check ]; then
+    (cd "$REPO" && cargo build --release -q -p xen-backend) || die "cargo build -p xen-backend failed"
+    want=$("$REPO/target/release/blkif-backend" --list | awk '{ print $1 }' | sort)
+    rows=$(sed -n 's/^| \([a-z0-9-]*\) | \([a-z]*\) | \([a-z-]*\) | .*/\1 \2/p' "$PAGE")
+    have=$(awk '{ print $1 }' <<< "$rows" | sort)
+    stale=0
+    for s in $(comm -23 <(echo "$want") <(echo "$have")); do echo "stale: no row for scenario $s"; stale=1; done
+    for s in $(comm -13 <(echo "$want") <(echo "$have")); do echo "stale: a row for $s, which blkif-backend --list no longer has"; stale=1; done
+    log=${2:-$CACHE/logs/xen-userspace.log}
+    if [ -f "$log" ]; then
+        while read -r _ s who outcome _; do
+            [ "$who" = ours ] || continue
+            page=$(awk -v s="$s" '$1 == s { print $2 }' <<< "$rows")
+            [ -z "$page" ] || [ "$page" = "$outcome" ] ||
+                { echo "stale: $s: ours $outcome in $log, $page on the page"; stale=1; }
+        done < <(tr -d '\r' < "$log" | sed 's/^\[ *[0-9.]*\] //' | grep '^HOSTILE ')
+    fi
+    ((stale)) && exit 1
+    echo "current: $(wc -l <<< "$have") scenarios, every one of blkif-backend --list$([ -f "$log" ] && echo ", ours' outcomes as in $log")"
+    exit 0
+fi
 if [ "${1:-}" = --run-c ]; then
     shift
     (cd "$REPO" && cargo build --release -q -p xen-backend)
@@ -24,7 +53,7 @@ if [ "${1:-}" = --run-c ]; then
     boot=0
     while [ -n "${remaining// /}" ] && ((boot < 30)); do
         boot=$((boot + 1)) label=xen-hostile-c-$(printf %02d $boot)
-        GUEST_ENV="HOSTILE_SCENARIOS=$(echo $remaining | tr ' ' ,) HOSTILE_EXPECT=$(echo "$list" | tr ' ' : | paste -sd,) HOSTILE_WHO=C HOSTILE_BOUND=20" \
+        GUEST_ENV="HOSTILE_SCENARIOS=$(echo $remaining | tr ' ' ,) HOSTILE_EXPECT=$(echo "$list" | tr ' ' : | paste -sd,) HOSTILE_WHO=C" \
             USERSPACE_BACKEND=1 RESULTS=$CACHE/results-hostile-c.txt \
             bash "$REPO/tools/testing/xen-guest.sh" -l "$label" -c 1 -t 3000 \
             "$REPO/tools/testing/guest/xen-hostile.sh" >&2 || true
@@ -52,7 +81,8 @@ suite 20's \`xen-userspace\` boot (ours) and of the C driver's runs, on Xen
 4.17 under QEMU (TCG) with the test kernel; do not edit by hand. Each row is one
 misbehaviour of \`blkif-backend --misbehave NAME\` (tools/testing/xen-backend,
 \`blkif-backend --list\` names them all), met by our driver and then by
-Linux's C xen-blkfront in the same domU (guest/xen-hostile.sh): the backend
+Linux's C xen-blkfront (guest/xen-hostile.sh; C in boots of its own, the
+same Xen and domU setup, one more boot after each hang): the backend
 behaves until the frontend has sent 64 requests, fio has requests in flight
 when it strikes, then the vbd is detached as \`xl block-detach\` does.
 Suite 35-debug-xen runs three of them again for ours on the
@@ -60,7 +90,7 @@ debug kernel (KASAN, lockdep, kmemleak; all 23 passed there once, with no
 report).
 
 - **survives**: no oops or kernel warning, fio ended (with an I/O error or
-  success) within 40 s of the detach (20 s for C), the disk went away, the
+  success) within 40 s of the detach (the same bound for both), the disk went away, the
   module unloaded. For ours this is asserted (a failed check otherwise);
   C's outcome is only recorded.
 - **hangs**: fio, the disk or the module was still there past the bound.

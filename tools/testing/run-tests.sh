@@ -175,6 +175,13 @@ if [ "$mode" != --host-only ]; then
             run_lane "${first[@]}"
             [ -z "$lane2_job" ] || wait "$lane2_job"
         done
+        # The committed hostile-backend table against the backend's
+        # scenarios and suite 20's outcomes for ours.
+        if table=$(bash "$REPO/tools/testing/hostile-table.sh" --check 2>&1); then
+            record pass "docs: Documentation/hostile-backend.md is $table"
+        else
+            while read -r line; do record fail "docs: Documentation/hostile-backend.md is $line"; done <<< "$table"
+        fi
     else
         record fail "build: test kernel build (see $CACHE/logs)"
     fi

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # Prepares a kbuild tree for Debian's own (stock) kernel, from Debian packages
 # only, and builds our modules against it. Nothing is installed on the host:
 # the toolchain is Debian's, inside a debootstrap'd chroot of the suite the
@@ -15,7 +16,8 @@
 #   DISTRO_SUITE   suite whose toolchain built it (default trixie)
 #   DISTRO_SRCPKG  source package (default linux-source-7.3), from
 #                  trixie-backports via `apt-get download`
-#   DISTRO_MIRROR  (default http://deb.debian.org/debian)
+#   DISTRO_MIRROR  (default: the Debian mirror of the host's apt sources,
+#                  tools/distro/apt-mirror.sh)
 #   BLKFRONT_CACHE (default /var/cache/blkfront-rs)
 #
 # Steps (each cached and skipped when its output exists):
@@ -51,7 +53,8 @@ DL=$CACHE/debs
 KREL=${DISTRO_KREL:-7.3.4+deb13-amd64}
 SUITE=${DISTRO_SUITE:-trixie}
 SRCPKG=${DISTRO_SRCPKG:-linux-source-7.3}
-MIRROR=${DISTRO_MIRROR:-http://deb.debian.org/debian}
+. "$REPO/tools/distro/apt-mirror.sh"
+MIRROR=${DISTRO_MIRROR:-$(apt_mirror)} || exit 1
 BASE=$CACHE/distro
 mkdir -p "$DL" "$BASE"
 

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # The documented DKMS flow (dkms.conf at the repo root), run inside the
 # chroot made by debian-kdir.sh against its prepared tree:
 #   dkms add / build --kernelsourcedir / install, then checks the installed

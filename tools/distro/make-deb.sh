@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # Binary Debian package of both modules for one stock kernel release, built
 # inside the chroot made by debian-kdir.sh (Debian's dpkg-deb and lintian):
 #
@@ -29,6 +30,11 @@ else
     epoch=$(date +%s) VERSION=$base COMMIT=unknown
 fi
 PKG=blkfront-rs-modules-$KREL
+# Maintainer (control) and changelog signer: the project's committer identity,
+# `git log -1 --format='%an <%ae>'` (every commit carries it), written here
+# rather than read at build time so that the package does not change with
+# whoever committed last, nor need a git checkout.
+MAINTAINER='Seed 212320d2 maintainers <maintainers@users.noreply.a-seed-212320d2.example>'
 
 stage=/tmp/blkfront-deb/$PKG        # inside the chroot
 S=$CH$stage
@@ -45,7 +51,7 @@ install -m 644 "$P/modprobe.d/blkfront-rs.conf" "$S/usr/lib/modprobe.d/blkfront-
 install -m 755 "$P/initramfs-tools/hooks/blkfront-rs" "$S/usr/share/initramfs-tools/hooks/blkfront-rs"
 install -m 644 "$P/debian/copyright" "$S/usr/share/doc/$PKG/copyright"
 subst() { sed -e "s/@KREL@/$KREL/g" -e "s/@VERSION@/$VERSION/g" -e "s/@SIZE@/${size:-0}/g" -e "s/@COMMIT@/$COMMIT/g" \
-    -e "s/@DATE@/$(LC_ALL=C date -u -R -d "@$epoch")/g" "$1"; }
+    -e "s/@MAINTAINER@/$MAINTAINER/g" -e "s/@DATE@/$(LC_ALL=C date -u -R -d "@$epoch")/g" "$1"; }
 subst "$P/debian/changelog.in" | gzip -9n > "$S/usr/share/doc/$PKG/changelog.gz"
 for s in postinst postrm; do
     subst "$P/debian/$s.in" > "$S/DEBIAN/$s"; chmod 755 "$S/DEBIAN/$s"

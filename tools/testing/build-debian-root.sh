@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # A Debian trixie root file system with Debian's stock kernel installed the
 # way a guest has it (`apt-get install -t trixie-backports linux-image-$KREL`,
 # as Debian documents for backported kernels; its initramfs made by
@@ -13,7 +14,9 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 KREL=${DISTRO_KREL:-7.3.4+deb13-amd64}
-MIRROR=${DISTRO_MIRROR:-http://deb.debian.org/debian}
+# DISTRO_MIRROR, else the host's own Debian mirror (its apt sources).
+. "$REPO/tools/distro/apt-mirror.sh"
+MIRROR=${DISTRO_MIRROR:-$(apt_mirror)} || exit 1
 # udev: loads drivers by modalias in the initramfs and the root; zstd:
 # initramfs-tools' default compression; xen-blkfront needs nothing more.
 pkgs=kmod,udev,initramfs-tools,zstd,e2fsprogs,util-linux,procps

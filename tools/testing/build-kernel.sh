@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # Builds the test kernel (allnoconfig + .config.fragments/*.config) out of the
 # source tree into $CACHE/kbuild-<key>, where <key> hashes the source package,
 # the fragments and the toolchain. A finished build is reused as is.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # The rules the build enforces, each a check that fails on a violation:
 #  - rustfmt: host crates (cargo fmt) and the kernel modules (rustfmt with
 #    the kernel tree's settings, following the modules' `#[path]` includes);
@@ -8,7 +9,11 @@
 #  - no `unsafe` in driver files (the compiler enforces it too:
 #    `#![deny(unsafe_code)]` in each module's root; only the abstractions
 #    under rust/ are exempt);
-#  - no blanket `allow(dead_code)` in the modules (`#[expect]` with a reason).
+#  - no blanket `allow(dead_code)` in the modules (`#[expect]` with a reason);
+#  - licence: every source file starts with the kernel's SPDX line for
+#    GPL-2.0 (after the #! line of a script), every Cargo.toml says
+#    `license = "GPL-2.0"` (or takes the workspace's), and COPYING holds
+#    the GPL-2.0 text.
 # `make CLIPPY=1` without warnings is checked where the kernel is built
 # (run-tests.sh).
 #
@@ -77,6 +82,58 @@ if [ -z "$blanket" ]; then
     pass "no allow(dead_code) in the modules (bindgen output aside)"
 else
     fail "allow(dead_code) in: $(echo $blanket)"
+fi
+
+# Source files: what git tracks (or would add) under these paths that is
+# Rust, C, a header, a script (.sh, .py or a #! line) or a Makefile/Kbuild.
+# Data (.patch files git apply reads, Cargo.lock, .txt/.allow/.json, config
+# fragments, Debian control data) carries no identifier. The line is the
+# kernel's (checkpatch): `// ` in .rs and .c, `/* */` in .h, `# ` elsewhere,
+# on the first line, or the second after a #! line.
+spdx_missing=()
+while IFS= read -r f; do
+    [ -f "$f" ] || continue
+    want='# SPDX-License-Identifier: GPL-2.0' script=1
+    case $f in
+        *.rs | *.c) want='// SPDX-License-Identifier: GPL-2.0' script=0 ;;
+        *.h) want='/* SPDX-License-Identifier: GPL-2.0 */' script=0 ;;
+        *.sh | *.py | Makefile | */Makefile | Kbuild | */Kbuild) ;;
+        Cargo.toml | */Cargo.toml)
+            grep -qE '^license(\.workspace = true| = "GPL-2\.0")$' "$f" ||
+                spdx_missing+=("$f(no license = \"GPL-2.0\")")
+            continue ;;
+        *) [ "$(head -c2 "$f" | tr -d '\0')" = '#!' ] || continue ;;
+    esac
+    l1= l2=
+    { IFS= read -r l1; IFS= read -r l2; } < "$f"
+    ((script)) && [[ $l1 == '#!'* ]] && l1=$l2
+    [ "$l1" = "$want" ] || spdx_missing+=("$f")
+done < <(git ls-files --cached --others --exclude-standard -- .ci/run Makefile Kbuild Cargo.toml \
+    drivers rust tools packaging | sort -u)
+if ((${#spdx_missing[@]} == 0)); then
+    pass "SPDX identifier on every source file"
+else
+    fail "SPDX identifier on every source file: ${#spdx_missing[@]} lack it: ${spdx_missing[*]}"
+fi
+
+# COPYING: the kernel's LICENSES/preferred/GPL-2.0 text (what follows its
+# License-Text: line) as its tail, when the kernel source is at hand;
+# otherwise the licence's first and last lines.
+gpl=$SRC_DIR/LICENSES/preferred/GPL-2.0
+if [ ! -f COPYING ]; then
+    fail "COPYING holds the GPL-2.0 text: no COPYING"
+elif [ -f "$gpl" ]; then
+    text=$(sed '1,/^License-Text:$/d' "$gpl")
+    if [ -n "$text" ] && [ "$(tail -n "$(wc -l <<< "$text")" COPYING)" = "$text" ]; then
+        pass "COPYING holds the GPL-2.0 text"
+    else
+        fail "COPYING holds the GPL-2.0 text: COPYING does not end with $gpl's License-Text"
+    fi
+elif grep -q 'GNU GENERAL PUBLIC LICENSE' COPYING && grep -q 'Version 2, June 1991' COPYING &&
+    grep -q 'Public License instead of this License\.' COPYING; then
+    pass "COPYING holds the GPL-2.0 text"
+else
+    fail "COPYING holds the GPL-2.0 text: COPYING lacks the GPL-2.0 text"
 fi
 
 exit $failed

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # Documentation/hostile-backend.md from the guest logs of
 # guest/xen-hostile.sh (their "HOSTILE <scenario> <ours|C> <outcome>
 # <notes>" lines): one table row per scenario, in the order they ran. The

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # Shared paths and helpers for the harness scripts (sourced, not run).
 # Everything large lives outside the repo under $BLKFRONT_CACHE, keyed so that
 # a rerun with the same inputs reuses it.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # The checks a run must print: tools/testing/expected-checks.txt holds, for
 # each label (a boot's label such as xen-p0-b512, or a host step: cargo
 # test, style, fuzz TARGET, build), the number of results it printed in the

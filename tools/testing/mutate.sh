@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # Named mutations of the drivers and of the harness, each with the check
 # that must fail when it is applied: "this test fails when the fix is
 # reverted" as a command anyone can repeat.

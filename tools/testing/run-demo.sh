@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # The main job: set up the host, build the test kernel (cached) and our
 # modules, boot guests, load our drivers and show their disks working:
 # the lsblk -t line, the driver's dmesg line and a data check, first on

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # All tests, in order of cost: host (cargo test, fuzz runs, build checks),
 # then the modules in QEMU guests (virtio-blk) and under real Xen (blkback).
 # Prints one line per failure, one per skip, then "N passed, N failed,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # Installs everything the build and the guests need on a Debian 12 host.
 # Idempotent: each step checks before it acts. Nothing is ever installed or
 # upgraded from trixie: trixie-backports is added pinned at priority 1 and only
@@ -31,15 +32,18 @@ command -v bindgen >/dev/null || cargo install --locked bindgen-cli
 
 # trixie-backports, download-only.
 if [ ! -f /etc/apt/sources.list.d/blkfront-rs-trixie-backports.sources ]; then
+    # The mirror the host's bookworm comes from (or DISTRO_MIRROR).
+    . "$REPO/tools/distro/apt-mirror.sh"
+    mirror=${DISTRO_MIRROR:-$(apt_mirror)} || exit 1
     log "adding trixie-backports (pinned at 1, download only)"
     cat > /etc/apt/preferences.d/blkfront-rs-trixie-backports <<'PIN'
 Package: *
 Pin: release n=trixie-backports
 Pin-Priority: 1
 PIN
-    cat > /etc/apt/sources.list.d/blkfront-rs-trixie-backports.sources <<'SRC'
+    cat > /etc/apt/sources.list.d/blkfront-rs-trixie-backports.sources <<SRC
 Types: deb
-URIs: http://deb.debian.org/debian
+URIs: $mirror
 Suites: trixie-backports
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg

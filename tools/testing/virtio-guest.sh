@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # Boots the test kernel under QEMU (TCG) with virtio-blk-pci disks and runs a
 # guest check script as the initramfs's /test.sh.
 #
@@ -58,8 +59,8 @@ s3=()
 if [ "${S3:-0}" = 1 ]; then
     [ $machine = q35 ] && s3=(-global ICH9-LPC.disable_s3=0) || s3=(-global PIIX4_PM.disable_s3=0)
     # One vCPU: with two under single-threaded TCG (lib.sh's QEMU_LINUX)
-    # the guest never reached S3 (2026-12-03: QEMU still "running" minutes
-    # after "echo mem").
+    # the guest never reached S3 (QEMU still "running" minutes after
+    # "echo mem").
     SMP=1
 fi
 for spec in "${disks[@]}"; do

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # Runs real Xen under QEMU (TCG): Xen 4.17, a Linux dom0 running xen-blkback
 # whose backing disk is dom0's /dev/vdb, and a PV domU (same test kernel)
 # running a guest check script as its /test.sh.

@@ -123,8 +123,9 @@ impl Queues {
     fn ring_for(&self, hctx: HwQueue) -> Option<&Arc<Ring<BlkOps>>> {
         let served = self.served.load(Ordering::Relaxed).max(1);
         let i = hctx.index() as usize;
-        // No division on the common path (a division per request is not
-        // free, and under TCG a helper call).
+        // No division on the common path: this runs for every request,
+        // and an integer division is among the slowest integer
+        // instructions (on some architectures a library call).
         self.rings.get(if i < served { i } else { i % served })
     }
 }

@@ -251,8 +251,8 @@ impl<O: BlockOps> RingHandle<O> {
             // `suspend` must have left no way to the old channel: a notifier
             // or an unpushed batch surviving until here means a
             // `commit_rqs` in the window could notify a port closed (and
-            // perhaps reused) since. Checked on every reconnect, reported
-            // once per ring (`xen-suspend.sh` asserts it never is).
+            // perhaps reused) since. Checked on every reconnect and
+            // reported once per ring: it would be a bug in `suspend`.
             let stale = st.notifier.is_set() || st.pending_push;
             st.front = front;
             st.broken = false;

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # Guest side of tools/testing/bench/seeds.sh (busybox sh). The host prepends
 # the settings below and passes the result to virtio-guest.sh / xen-guest.sh
 # as the guest's /test.sh:

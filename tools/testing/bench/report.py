@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
 """Turns the guests' BENCH lines into tables, CSVs and gnuplot PNGs.
 
     report.py OUTDIR            (reads OUTDIR/config.json and OUTDIR/logs/*.log)

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # Reproduces the seed threads' measurements with our drivers and the C drivers
 # side by side, each pair in the same boot (see Documentation/benchmarks.md):
 #
@@ -46,7 +47,7 @@ while (($#)); do
         --out=*) out=${1#--out=} ;;
         --exp) exps=${2:?--exp LIST}; shift ;;
         --exp=*) exps=${1#--exp=} ;;
-        -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+        -h|--help) sed -n '3,35p' "$0"; exit 0 ;;
         *) die "usage: $0 [--smoke] [--exp LIST] [--out DIR]" ;;
     esac
     shift

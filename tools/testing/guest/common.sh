@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # Sourced by guest check scripts (busybox sh). Each check prints one TAP line
 # ("ok N - name" / "not ok N - name") that the host counts as a result.
 N=0

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # Guest check (busybox sh) for Debian's stock kernel: virtio_blk_rs built by
 # tools/distro/debian-kdir.sh, loaded into Debian's own vmlinuz.
 # Expects two disks:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # Xen PV domU check (busybox sh) for Debian's stock kernel as the domU:
 # xen_blkfront_rs built by tools/distro/debian-kdir.sh, loaded into Debian's
 # own vmlinuz. Backing disk (xen-guest.sh -b 4096 -m 4096 -o 1048576):

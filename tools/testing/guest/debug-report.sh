@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
 # Last script of a debug-kernel boot (suites/30-debug-virtio.sh, 35-debug-xen.sh), after the checks
 # before it loaded, exercised and unloaded the modules: KASAN, lockdep,
 # might_sleep, debugobjects and kmemleak must have nothing to report. A

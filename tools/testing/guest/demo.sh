@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # Demo body, sourced with MOD (our module) and DISK (the disk it binds) set:
 # load the driver, show the disk the way lsblk -t and dmesg see it, and move
 # some data through it.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
 # PID 1 (init=) of the deployment boots: a Debian trixie root on the disk under
 # test, booted by Debian's kernel through the initramfs that update-initramfs
 # made inside that root. Which boot this is, and what to expect, come from the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # Data integrity under fio, as the driver issues ask: 256 MiB of random
 # writes (4 KiB..256 KiB) verified with crc32c, at queue depth 1 and 32.
 # GUEST_ENV: VERIFY_MOD (our module), VERIFY_DISK (the disk it binds),

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # Runs several check scripts in one guest boot, in order: SCRIPTS (from
 # GUEST_ENV; commas, since GUEST_ENV splits on spaces) names them, e.g.
 # SCRIPTS=xen-compare,xen-io,xen-mq. Each runs in its own shell; its check

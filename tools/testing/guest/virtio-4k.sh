@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # virtio guest: 4 KiB logical blocks.
 #   virtio-guest.sh -d '128M,logical_block_size=4096,physical_block_size=4096' tools/testing/guest/virtio-4k.sh
 . /guest/common.sh

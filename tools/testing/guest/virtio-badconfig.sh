@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # virtio guest: a device with an inconsistent config is refused with one
 # message naming the field and value; the other disk works.
 #   virtio-guest.sh -d 64M -d '64M,physical_block_size=4096,min_io_size=6144' ...

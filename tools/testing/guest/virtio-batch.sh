@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # virtio guest: requests handed over in batches (blk-mq's queue_rqs). With
 # no I/O scheduler, a plug of several requests (libaio submitting 16 at
 # once) reaches the driver as one batch: each run of requests for one

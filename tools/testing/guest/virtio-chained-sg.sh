@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # virtio guest: requests with more data segments than a request's inline
 # scatterlist (256 entries). Run with a disk whose seg_max is larger, e.g.
 # -d '64M,queue-size=1024' (QEMU offers seg_max = queue size - 2 = 1022),

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # virtio guest: hibernation (suspend to disk) with the image on a
 # virtio_blk_rs disk, while fio writes and verifies on another; needs a
 # kernel with CONFIG_HIBERNATION (Debian's: suites/60-debian-stock.sh; the

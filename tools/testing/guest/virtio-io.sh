@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # virtio guest: virtio_blk_rs end to end. Expects two disks:
 #   vda: 512-byte logical and physical blocks (any queue count / ring size)
 #   vdb: physical_block_size=4096,min_io_size=4096,opt_io_size=1048576

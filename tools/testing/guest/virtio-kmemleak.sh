@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # virtio guest: kmemleak over load / I/O / resize-free unload cycles.
 # Cycles 2 and 4 load with get_id_timeout_ms=0: the GET_ID buffers are then
 # freed by a late answer or after the reset at remove (virtio-serial.sh).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # virtio guest: polled I/O. With poll_queues=N the last N of a disk's
 # virtqueues have no interrupt; io_uring with IORING_SETUP_IOPOLL (fio
 # --hipri) reaps their completions through blk-mq's poll, as with upstream's

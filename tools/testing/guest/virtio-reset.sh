@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # virtio guest: PCI function level resets of the disk under I/O, for our
 # driver and then for the C one, the same sequence. The reset goes through
 # the driver's reset_prepare/reset_done, which are also its freeze/restore

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # virtio guest: online resize. The first disk is grown through the QEMU
 # monitor (HOST-CMD: block_resize, relayed by virtio-guest.sh); the driver
 # must pick up the config change and update the capacity.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # virtio guest: ring-full path. Run with a tiny ring without indirect
 # descriptors (e.g. -d '128M,queue-size=16,indirect_desc=off,
 # seg-max-adjust=off,num-queues=1') and a deeper blk-mq queue than the ring

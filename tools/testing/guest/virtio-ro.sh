@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # virtio guest: VIRTIO_BLK_F_RO. The second disk is read-only on the host:
 #   truncate -s 64M /tmp/ro.img
 #   QEMU_EXTRA='-drive file=/tmp/ro.img,if=none,id=dro,format=raw,readonly=on -device virtio-blk-pci,drive=dro' \

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # virtio guest: one request queue per CPU when the device has more queues
 # than CPUs, mapped to CPUs as the C driver maps them (the fixed cap of 16
 # is gone, as upstream has none; the test kernel's NR_CPUS=4 keeps a guest

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # virtio guest: the serial (VIRTIO_BLK_T_GET_ID) is asked with a deadline
 # and probe never depends on the answer.
 #   virtio-guest.sh -d '64M,num-queues=1' -d '64M,num-queues=2' tools/testing/guest/virtio-serial.sh

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # virtio guest: surprise removal under I/O. vdb is hot-unplugged (HOST-CMD:
 # device_del vd1) while a writer is running on it; the driver must remove the
 # disk cleanly (in-flight I/O completes or fails, no oops), vda keeps working

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # Xen domU: a backend value that fails validation is refused with one
 # message that names the key and the value, no disk appears, nothing panics
 # and the module unloads. dom0 (DOM0-CMD, see xen-guest.sh) overwrites our

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
 # Xen domU: the same dd workloads with the C xen-blkfront and with
 # xen_blkfront_rs, one after the other on the same vbd, for a side-by-side
 # ratio (TCG timings: compare ratios, not absolute numbers); and for each

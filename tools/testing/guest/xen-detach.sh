@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
 # Xen domU: the backend detaches the disk (xl block-detach in dom0) while
 # xen_blkfront_rs has it: the disk must go away without hanging, and the
 # module must unload afterwards. The script asks dom0 for the detach once

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
 # Xen domU: the ring breaks while fio has I/O in flight (the test-only
 # fault-injection file, compiled in with CONFIG_FAULT_INJECTION, breaks it
 # exactly as a bad backend response does). Every request must end: fio's

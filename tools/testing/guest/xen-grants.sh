@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
 # Xen domU with a small grant table (xen-guest.sh -g: BLKGRANTFRAMES frames
 # of 512 grants) and two vbds (-2), each with one ring per vCPU and
 # max_indirect_segments=256 (a 1 MiB request takes 257 grants): fio on both

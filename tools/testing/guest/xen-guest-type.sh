@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # Xen domU: the guest is the kind the boot asked for (GUEST_ENV
 # EXPECT_GUEST_TYPE: PV, PVH or HVM, as /sys/hypervisor/guest_type says),
 # and its xvda vbd is there for a PV driver (an HVM guest has unplugged the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # The hostile backend: for every scenario of blkif-backend
 # (tools/testing/xen-backend; the host passes the names of its `--list`
 # as HOSTILE_SCENARIOS, commas between them, and the whole list as

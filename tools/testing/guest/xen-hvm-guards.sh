@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
 # Xen PVH (or HVM) domU: upstream's HVM guards. dom0 attaches a CD-ROM vbd
 # (xvdc); an HVM-type guest must leave it alone (an HVM guest keeps its
 # emulated drive), with one line saying why; dom0 then forces the vbd away

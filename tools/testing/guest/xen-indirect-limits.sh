@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # Xen domU: the queue limits that max_indirect_segments implies, against a
 # blkback offering 256: 11 or less means no indirect descriptors (11 direct
 # segments, 44 KiB requests), otherwise min(backend, parameter) segments of

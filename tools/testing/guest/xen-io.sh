@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
 # Xen domU check for xen_blkfront_rs: connect, queue limits from sysfs, the
 # per-disk dmesg line, data integrity with fio (direct segments, indirect
 # requests), discard as the backend advertises it, durability of O_DSYNC

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
 # Xen domU check for xen_blkfront_rs with non-default parameters: several
 # rings (needs a domU with >= 2 vCPUs and a backend offering
 # multi-queue-max-queues >= 2), a 4-page ring, 128 indirect segments.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # Xen PV domU whose vbds are served by QEMU's xen-block ("qdisk", xl's
 # backendtype=qdisk; xen-guest.sh BACKEND=qdisk) instead of xen-blkback:
 # xvda raw on a dom0 disk, xvdb a qcow2 file. The C driver, then ours, on the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
 # Xen domU: the disk is removed in the reconnect window. fio keeps requests
 # on the ring (dom0's disk throttled), dom0 saves and restores the domain
 # (the requests go back to blk-mq to wait for the new backend), fault

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
 # Xen domU: the backing device grows while the disk is in use (the host
 # resizes dom0's disk through the QEMU monitor; dom0's virtio_blk sees the
 # new capacity): blkback re-announces Connected with the new "sectors", the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # Xen domU (2 vCPUs, blkback max_queues=2, persistent grants): xl save and
 # xl restore onto a backend with other limits, as a migration to another
 # host would. The first restore's blkback allows one ring and no persistent

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # Xen domU: save and restore of the whole guest (xl save / xl restore, run
 # by dom0) while our disk is busy. The disk must stay the same block device
 # (no remove/re-add: an fd opened before keeps working), the old backend's

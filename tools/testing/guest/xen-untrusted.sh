@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
 # Xen domU: xen_blkfront_rs with trusted=0 feature_persistent=0: data must
 # be bounced (copied) through frontend pages and every grant revoked after
 # each request (no persistent grants), and still be correct.

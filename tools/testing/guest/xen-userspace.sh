@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # The userspace blkif backend (tools/testing/xen-backend, run in dom0 by
 # xen/us-backend) well-behaved: it creates xvdb, and each driver (C, then
 # ours) probes it, passes fio crc32c verify at QD32 and QD1, has its

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # virtio_blk_rs on QEMU's virtio-blk-pci. Between them the two virtio-io runs
 # cover 512/512, 512/4096 (+ io_min 4K, io_opt 1M) and 4096/4096 disks,
 # 1 and 2 queues, ring sizes 128 and 256 (QEMU's seg_max = queue-size - 2);

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # xen_blkfront_rs on real Xen with Linux's xen-blkback and other backends,
 # in five boots (a Xen boot under TCG costs about a minute, so each runs
 # several check scripts):

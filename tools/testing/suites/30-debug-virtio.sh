@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # The debug test kernel (KASAN, lockdep, DEBUG_ATOMIC_SLEEP, debugobjects,
 # kmemleak: .config.fragments/debug/) with our virtio module built against
 # it, in two boots one after the other:

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # The debug test kernel (KASAN, lockdep, DEBUG_ATOMIC_SLEEP, debugobjects,
 # kmemleak) as a Xen PVH domU (dom0 stays on the test kernel; KASAN does not
 # boot as a PV guest), with our Xen module built against it:
@@ -9,18 +10,18 @@
 #    removal in the reconnect window, the ring broken under fio by fault
 #    injection and the backend's detach, and the HVM guards (a CD-ROM vbd
 #    left alone);
-#  - hostile-backend scenarios (guest/xen-hostile.sh; issue 13 asks for
-#    them under the checkers; suite 20 runs all 23 on the test kernel),
-#    one for each path of ours that frees or fails something: a bad
-#    response id (the ring broken, what is in flight failed), the backend
-#    killed (removal with requests in flight and the backend gone),
-#    everything kept mapped at teardown (deferred grant release). All 23
-#    passed here on 2026-12-03 with no report (13.5 minutes of scenarios,
-#    about 35 s each under KASAN: too long for every run). A stall
-#    (detach with requests unanswered: the same failing of what is in
-#    flight as killed) and a barrier-only backend (no path that frees)
-#    were dropped on 2026-12-04: on a slow day each scenario took 2.5
-#    minutes and the run neared CI's 90.
+#  - hostile-backend scenarios (guest/xen-hostile.sh; the paths that free
+#    or fail something belong under the checkers; suite 20 runs all 23 on
+#    the test kernel), one for each such path of ours: a bad response id
+#    (the ring broken, what is in flight failed), the backend killed
+#    (removal with requests in flight and the backend gone), everything
+#    kept mapped at teardown (deferred grant release). All 23 pass here
+#    with no report, but take 13.5 minutes (about 35 s each under KASAN):
+#    too long for every run. A stall (detach with requests unanswered:
+#    the same failing of what is in flight as killed) and a barrier-only
+#    backend (no path that frees) are left out: on a slow host each
+#    scenario takes up to 2.5 minutes, and the whole run must stay within
+#    CI's 90.
 # xen-io.sh (data checks, discard, durability, rebinds) runs in both Xen
 # boots of 20-xen.sh, not here: under KASAN it took 12.5 minutes.
 # One vCPU: with two, a PVH domU nested under TCG triple-faulted once in

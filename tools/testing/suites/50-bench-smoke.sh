@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # The seeds benchmark (tools/testing/bench/seeds.sh) in --smoke mode: one
 # point per experiment, one repetition, so the tool cannot silently rot.
 # Fails when a guest run fails or a number is missing or does not parse;

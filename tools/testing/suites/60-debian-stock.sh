@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # Debian's stock kernel (no custom kernel): our modules built against a tree
 # prepared from Debian packages (tools/distro/debian-kdir.sh: trixie chroot,
 # linux-source + the linux-headers package's .config/Module.symvers,

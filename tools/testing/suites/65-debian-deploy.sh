@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # Deployment as a guest administrator does it, on Debian's stock kernel: the
 # package that `make deb` built (suites/60-debian-stock.sh builds it and
 # writes its path to $CACHE/distro/deb/current) is installed with dpkg into a

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
 # The dom0 root disk (Debian rootfs + the test kernel's modules + our init)
 # and dom0's initramfs (busybox + virtio_blk.ko, mounts /dev/vda and
 # switch_roots). Cached next to each other, keyed by rootfs, kernel and init.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
 # dom0's init (PID 1 after switch_root). Brings up the Xen toolstack pieces a
 # test needs, then runs the per-run payload: /dev/vdc is a tar archive with
 # dom0-run.sh, the domU kernel, initramfs and config. Output goes to hvc0,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
 # dom0 side of one Xen test run (sh, sourced values come from run.env).
 # Starts xenstored/xenconsoled, loads xen-blkback with the run's
 # feature_persistent, then boots the PV domU with its console attached: the
@@ -57,8 +58,8 @@ rc=$?
 # earlier call restored, that call's waiter removes its flag between the
 # glob's expansion and ls's stat, ls fails although the new call's flag
 # exists, the wait ends, and the `xl destroy` below kills the domain being
-# restored ("Failed to populate physmap", "Non-existant domain": a clean CI
-# run, 2026-12-02, and earlier boots).
+# restored ("Failed to populate physmap", "Non-existant domain", seen in
+# clean CI runs).
 restoring() { for f in /run/domU-restore.*; do [ -e "$f" ] && return 0; done; return 1; }
 while restoring && [ $(( $(uptime_s) - start )) -lt "$DOMU_TIMEOUT" ]; do sleep 1; done
 restoring && rc=124

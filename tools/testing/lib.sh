@@ -16,7 +16,7 @@ export PATH=$HOME/.cargo/bin:$PATH
 # replaced, so the kernel dies with "Oops: int3" when a static key flips while
 # another CPU runs that code. 7.3 flips clocksource_read_inlined in
 # ktime_get_mono_fast_ns when it switches to the TSC clocksource at ~2 s
-# (seen on Debian's stock kernel, CI run of 2026-12-03). Round-robin vCPUs
+# (seen on Debian's stock kernel). Round-robin vCPUs
 # see every code write before they run again. Xen boots keep multi-threaded
 # TCG for speed: their Linux guests use the xen clocksource, so the flip that
 # hit does not happen there, and no int3 oops has been seen in a Xen boot.

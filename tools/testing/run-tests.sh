@@ -137,7 +137,7 @@ if [ "$mode" != --host-only ]; then
         # smoke has the machine alone (its figures need it). A Xen boot is
         # best alone: beside single-threaded QEMUs the debug Xen boot took
         # 19 minutes, against 10.9 with the machine mostly to itself. Stage
-        # 1 (measured 2026-12-03: suites 60+65 6.4 min, 10 6.0, 30 8.6, 35
+        # 1 (measured: suites 60+65 6.4 min, 10 6.0, 30 8.6, 35
         # 10.9): the Debian suites (one Xen boot each, at their ends; 65
         # deploys what 60 built) and suite 10 in one lane, the debug virtio
         # boots and then the debug Xen boot in the other, which starts when

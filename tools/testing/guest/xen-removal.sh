@@ -16,7 +16,7 @@ dmesg_mark removal
 
 # 24 writes in flight against dom0's throttled disk. At 8 IOPS the 16
 # that were in flight drained while a slow guest froze for the save (a
-# KASAN domU under a loaded host, 2026-12-04: 0 held); from the save on
+# KASAN domU under a loaded host: 0 held); from the save on
 # it serves 1 IOPS, so 24 outlast the freezer's 20 s timeout (as in
 # xen-suspend.sh).
 echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 8 0 0"

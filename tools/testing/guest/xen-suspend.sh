@@ -23,7 +23,7 @@ exec 3</dev/$D
 # restore. It pauses (in a sleep) for the save: a dd in the middle of a
 # write waits in D state, the freezer then waits for its I/O, and fio's
 # requests queued ahead of it in the throttled disk complete too, leaving
-# nothing in flight at the suspend (0 held in two runs, 2026-12-03).
+# nothing in flight at the suspend (0 held, seen twice).
 (
     while [ ! -e /tmp/stop ]; do
         while [ -e /tmp/pause ]; do echo idle > /tmp/dd.state; sleep 0.2; done
@@ -37,8 +37,8 @@ writer=$!
 # The writer pauses before dom0's disk is throttled, not just before the
 # save: a 32 MiB pass caught by the throttle (2 IOPS shared with fio) took
 # longer than the minute the script waited for it, the save went ahead
-# with dd in D state and the freezer gave up after 20 s (a clean-clone
-# run, 2026-12-04: "1 tasks refusing to freeze", no save).
+# with dd in D state and the freezer gave up after 20 s ("1 tasks
+# refusing to freeze", no save).
 sleep 2
 touch /tmp/pause
 n=0
@@ -50,9 +50,9 @@ check "writer paused for the save ($(cat /tmp/dd.passes 2>/dev/null | wc -l) pas
 # fio in io_getevents, not in the block layer, so its requests are still on
 # the ring when the guest suspends: the driver must requeue them and resend
 # them to the new backend. fio then reads every block back (crc32c). At 8
-# IOPS the 16 drained in the 2 s a slow run's freeze took (a clean-clone
-# run, 2026-12-03: 0 requests held); at 2 they lasted 8 s, and a freeze of
-# 8.6 s drained them too (2026-12-04). Now 24 in flight and 1 IOPS from
+# IOPS the 16 drained in the 2 s a slow guest's freeze took (0 requests
+# held); at 2 they lasted 8 s, and a freeze of 8.6 s drained them too.
+# Hence 24 in flight and 1 IOPS from
 # the save on: 24 s, more than the freezer's 20 s timeout.
 echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 2 0 0"
 fio --name=inflight --filename=/dev/$D --ioengine=libaio --iodepth=24 --direct=1 \

@@ -38,10 +38,10 @@ GUEST_ENV="SCRIPTS=xen-io,fio-verify,xen-indirect-limits,xen-untrusted,xen-resiz
 # 256 indirect segments each: both disks at once run out of grants, every
 # request still completes (C driver first, same workload).
 bash "$T/xen-guest.sh" -l xen-grants -p 1 -g 4 -c 2 -2 -s 256M -t 900 "$T/guest/xen-grants.sh"
-# E (a PVH domU of the test kernel: fio verify and upstream's HVM guards)
-# was dropped on 2026-12-04: suite 35-debug-xen's boot is a PVH domU
-# running the same two scripts (and more) with the same module source, and
-# a run on a slow day neared CI's 90 minutes.
+# No PVH boot of the test kernel here: suite 35-debug-xen's boot is a PVH
+# domU running its checks (fio verify, upstream's HVM guards, and more) with
+# the same module source, and one more Xen boot would bring a slow machine's
+# run near CI's 90 minutes.
 # F: an HVM domU with PV drivers (what most clouds run: hvmloader, SeaBIOS
 # and QEMU's device model in dom0, direct kernel boot, the emulated disks
 # unplugged) whose vbds QEMU's xen-block ("qdisk", xl's backendtype=qdisk)

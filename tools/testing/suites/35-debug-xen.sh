@@ -15,13 +15,14 @@
 #    the test kernel), one for each such path of ours: a bad response id
 #    (the ring broken, what is in flight failed), the backend killed
 #    (removal with requests in flight and the backend gone), everything
-#    kept mapped at teardown (deferred grant release). All 23 pass here
-#    with no report, but take 13.5 minutes (about 35 s each under KASAN):
-#    too long for every run. A stall (detach with requests unanswered:
-#    the same failing of what is in flight as killed) and a barrier-only
-#    backend (no path that frees) are left out: on a slow host each
-#    scenario takes up to 2.5 minutes, and the whole run must stay within
-#    CI's 90.
+#    kept mapped at teardown (deferred grant release). Each takes about
+#    110 s here (KASAN domU under TCG, with the checks of what each must
+#    show), so all 23 would add about 37 minutes to a run whose warm total
+#    is about 35 (the budget is 45): the others run on the test kernel in
+#    suite 20 (where the console scan still catches any WARN or oops), and
+#    all of them under the checkers with
+#      HOSTILE_DEBUG_SCENARIOS=all bash tools/testing/suites/35-debug-xen.sh
+#    (or a comma list of names).
 # xen-io.sh (data checks, discard, durability, rebinds) runs in both Xen
 # boots of 20-xen.sh, not here: under KASAN it took 12.5 minutes.
 # One vCPU: with two, a PVH domU nested under TCG triple-faulted once in
@@ -43,13 +44,14 @@ if ! (cd "$REPO" && cargo build --release -q -p xen-backend); then
 fi
 # The backend must still offer every one (a renamed
 # scenario fails here rather than silently drop out).
-scenarios=id-out-of-range,killed,keep-all-at-teardown
+scenarios=${HOSTILE_DEBUG_SCENARIOS:-id-out-of-range,killed,keep-all-at-teardown}
 list=$("$REPO/target/release/blkif-backend" --list)
+[ "$scenarios" != all ] || scenarios=$(echo "$list" | awk '{ print $1 }' | paste -sd,)
 offered=" $(echo "$list" | awk '{ print $1 }' | tr '\n' ' ') "
 for s in ${scenarios//,/ }; do
     [[ $offered == *" $s "* ]] || rec fail "blkif-backend --list lacks scenario $s (debug-xen)"
 done
 GUEST_ENV="SCRIPTS=debug-start,fio-verify,xen-removal,xen-faults,xen-hvm-guards,xen-hostile,debug-report VERIFY_MOD=xen_blkfront_rs VERIFY_DISK=xvda VERIFY_SIZE=8M VERIFY_LOADS=-,feature_persistent=0 HOSTILE_SCENARIOS=$scenarios HOSTILE_EXPECT=$(echo "$list" | tr ' ' : | paste -sd,) HOSTILE_WHO=ours" \
     KO_DIR=$KO DOMU_TYPE=pvh DOMU_MEM=768 DOMU_KERNEL=$KDBG/arch/x86/boot/bzImage DOMU_MODULES=$KDBG/drivers/block DOMU_APPEND="kmemleak=on log_buf_len=4M" \
-    USERSPACE_BACKEND=1 bash "$T/xen-guest.sh" -l debug-xen -p 1 -s 256M -c 1 -t 1800 "$T/guest/multi.sh"
+    USERSPACE_BACKEND=1 bash "$T/xen-guest.sh" -l debug-xen -p 1 -s 256M -c 1 -t $((1800 + 120 * $(echo "${scenarios//,/ }" | wc -w))) "$T/guest/multi.sh"
 exit 0

@@ -203,8 +203,8 @@ pub fn wire_segments(n: &Negotiated, backend_max_indirect: u32) -> u32 {
 /// segments, or [`QueueError::Io`] for pieces no request can carry (fail
 /// the request). No pieces map to no segments (flush, discard).
 ///
-/// Out of line so that tools/testing/bench/datapath-instructions.sh counts
-/// it apart from the caller.
+/// Out of line: it runs once per request before the ring lock, and its
+/// cost is measured apart from the caller's.
 #[inline(never)]
 pub fn map_request<'a, F: Copy>(
     pieces: &[Piece<F>],

@@ -421,10 +421,10 @@ where
             self.push_front(h.0);
             return Ok(PutOutcome::Kept);
         } else {
-            // Backend error, but the frame must not go back to its owner
-            // while the backend can still reach it: end the grant with a
-            // deferred release (the grant table keeps the frame until the
-            // backend unmaps it) and free the entry, as teardown does.
+            // Backend error: end the grant with a deferred release (the
+            // grant table keeps a page reference until the backend
+            // unmaps it) and free the entry, as teardown does. The frame
+            // stays in the pool meanwhile, reachable by the backend.
             ops.end_access(gref);
             e.gref = INVALID_GRANT_REF;
             self.stats.revoked = self.stats.revoked.wrapping_add(1);

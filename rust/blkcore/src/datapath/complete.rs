@@ -155,9 +155,12 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
     }
 
     /// Gives back every grant of slot `id` (data and indirect). `Err` if
-    /// the backend still maps one without persistent grants (its release
-    /// is deferred, so the frame never goes back while the backend can
-    /// reach it).
+    /// the backend still maps one without persistent grants: the grant's
+    /// release is deferred (the kernel's grant table keeps a reference on
+    /// the page until the backend unmaps it, so the memory is not freed),
+    /// but the frame's owner, the request or the pool, has it back while
+    /// the backend can still write it. Holding the request until the
+    /// release instead is the open fix.
     pub(super) fn put_grants<M: Memory<Frame = F>>(
         &mut self,
         mem: &mut M,

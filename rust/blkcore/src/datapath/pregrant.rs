@@ -267,8 +267,9 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
 
     /// Ends the grants slot `id` made before the ring lock (see
     /// [`PreGranted`]). Those the backend still maps are ended with a
-    /// deferred release (the frame never goes back while it can reach
-    /// it); the first is returned as `Err`.
+    /// deferred release (the grant table keeps a page reference until the
+    /// backend unmaps it; the request's page itself goes back to its owner
+    /// when the request completes); the first is returned as `Err`.
     pub(super) fn end_direct<M: Memory<Frame = F>>(
         &mut self,
         mem: &mut M,

@@ -33,8 +33,8 @@ roundtrip() {
 # q DEV ATTR: a queue limit from sysfs.
 q() { cat "/sys/block/$1/queue/$2"; }
 # dmesg_mark NAME: writes "blkfront-test: mark NAME" into the kernel log,
-# for dmesg_since. Scripts mark, never clear the log (dmesg -c): the host
-# and debug-report.sh read all of it. Info level: off the console
+# for dmesg_since. Scripts mark the log and never clear it: the host and
+# debug-report.sh read all of it. Info level: off the console
 # (loglevel=6) and out of dmesg -r's warnings.
 dmesg_mark() { echo "<6>blkfront-test: mark $1" > /dev/kmsg; }
 # dmesg_since NAME: the dmesg lines after the last mark NAME (a word:

@@ -347,6 +347,11 @@ struct Slot<Rq> {
     direct: u32,
     indirect: u32,
     copies: u32,
+    /// Answered or failed, but the backend still maps one of its direct
+    /// grants (the caller's own pages): `rq` stays here, not ended, and
+    /// the id stays taken, until [`DataPath::retry_held`] finds them
+    /// released.
+    held: bool,
 }
 
 /// The sizes the data path is built with.
@@ -507,28 +512,38 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         self.pool.purge(mem)
     }
 
-    /// Takes the data path down: revokes every grant (those the backend
-    /// still maps are ended with a deferred release) and hands every request
-    /// still in flight to `rq`, untouched, for the caller to resubmit or
-    /// fail. Returns how many grants were deferred.
+    /// Takes the data path down: revokes every grant (those of the pool
+    /// the backend still maps are ended with a deferred release) and hands
+    /// every request still in flight to `rq`, untouched, for the caller to
+    /// resubmit or fail; except those whose own pages the backend still
+    /// maps, which stay held here (see [`DataPath::held`]): the caller
+    /// keeps this data path until [`DataPath::retry_held`] ended them.
+    /// Returns how many grants were deferred.
     pub fn take_down<M: Memory<Frame = F>>(&mut self, mem: &mut M, mut rq: impl FnMut(Rq)) -> u32 {
-        let before = self.direct.deferred;
         for id in 0..self.slots.as_ref().len() {
-            if let Some(r) = self.slots.as_mut().get_mut(id).and_then(|s| s.rq.take()) {
-                rq(r);
+            if self.slots.as_ref().get(id).is_some_and(|s| s.held) {
+                continue;
             }
-            let _ = self.end_direct(mem, id);
+            if self.end_direct(mem, id).is_err() {
+                self.hold(id);
+                continue;
+            }
+            self.cancel_id(id as u32);
             if let Some(s) = self.slots.as_mut().get_mut(id) {
+                if let Some(r) = s.rq.take() {
+                    rq(r);
+                }
                 s.grants = 0;
                 s.indirect = 0;
                 s.copies = 0;
             }
         }
-        if let Some(t) = self.inflight.as_mut().first_mut() {
-            *t = InFlight::new(self.geo.ring_size);
+        if self.held() == 0 {
+            if let Some(t) = self.inflight.as_mut().first_mut() {
+                *t = InFlight::new(self.geo.ring_size);
+            }
         }
-        let direct = self.direct.deferred.wrapping_sub(before) as u32;
-        self.pool.teardown(mem).wrapping_add(direct)
+        self.pool.teardown(mem)
     }
 
     fn inflight(&mut self) -> Option<&mut InFlight<MAX_RING>> {

@@ -97,6 +97,10 @@ enum EntryState {
     Free,
     /// Handed out by `get`.
     InUse,
+    /// Its grant was still mapped by the backend when its request ended
+    /// without persistent grants: ended with a deferred release, and the
+    /// frame is never granted again (the backend may still write it).
+    Retired,
 }
 
 const NIL: u32 = u32::MAX;
@@ -399,7 +403,7 @@ where
     /// the entry goes to the tail; if it still maps it, the entry goes to
     /// the head in persistent mode, and is an error otherwise (its release is
     /// then deferred like [`teardown`](Self::teardown)'s and the entry is
-    /// free again).
+    /// retired: never handed out again).
     #[inline]
     pub fn put<G: GrantOps<Frame = F>>(
         &mut self,
@@ -423,13 +427,16 @@ where
         } else {
             // Backend error: end the grant with a deferred release (the
             // grant table keeps a page reference until the backend
-            // unmaps it) and free the entry, as teardown does. The frame
-            // stays in the pool meanwhile, reachable by the backend.
+            // unmaps it) and retire the entry: its frame, reachable by the
+            // backend, is never granted again (a bounce frame reused for
+            // another request would let the backend write into that
+            // request's data). The pool is one entry smaller from now on.
             ops.end_access(gref);
             e.gref = INVALID_GRANT_REF;
+            e.state = EntryState::Retired;
             self.stats.revoked = self.stats.revoked.wrapping_add(1);
             self.stats.deferred = self.stats.deferred.wrapping_add(1);
-            Err(GrantError::StillMapped(gref))
+            return Err(GrantError::StillMapped(gref));
         };
         self.push_back(h.0);
         outcome
@@ -498,11 +505,14 @@ where
                 x.gref = INVALID_GRANT_REF;
             }
         }
-        // Rebuild the free list in storage order.
+        // Rebuild the free list in storage order, retired entries left
+        // out.
         self.head = NIL;
         self.tail = NIL;
         for i in 0..n {
-            self.push_back(i as u32);
+            if self.entries().get(i).is_some_and(|e| e.state != EntryState::Retired) {
+                self.push_back(i as u32);
+            }
         }
         self.stats.held = 0;
         self.stats.in_use = 0;

@@ -430,6 +430,9 @@ pub enum ResponseError {
 enum Slot {
     Free { next: u32 },
     Waiting { op: u8, indirect: bool },
+    /// Answered or failed, but not reusable: the backend still maps one of
+    /// the request's pages (see [`InFlight::hold`]).
+    Held,
 }
 
 const NO_SLOT: u32 = u32::MAX;
@@ -444,6 +447,7 @@ pub struct InFlight<const N: usize> {
     size: u32,
     free_head: u32,
     waiting: u32,
+    held: u32,
 }
 
 /// Fuzz entry for everything a backend can put on the ring: arbitrary

@@ -149,7 +149,8 @@ fn direct_mode_grants_caller_frames_and_ends_on_completion() {
     assert!(t.live.is_empty());
     // A backend that keeps the mapping is an error; the grant is ended
     // with a deferred release (the frame stays with the grant table until
-    // the backend unmaps it) and the entry is free again.
+    // the backend unmaps it) and the entry is retired: its frame is never
+    // granted again.
     let b = p.get(&mut t, 56, false).unwrap();
     t.backend_maps(b.gref, true);
     assert_eq!(
@@ -157,15 +158,19 @@ fn direct_mode_grants_caller_frames_and_ends_on_completion() {
         Err(GrantError::StillMapped(b.gref))
     );
     assert_eq!((t.forced, t.live.contains_key(&b.gref)), (1, false));
-    assert_eq!(p.available(), 2);
+    assert_eq!(p.available(), 1);
     let s = p.stats();
     assert_eq!(
         (s.granted, s.revoked, s.reused, s.bytes_copied, s.deferred),
         (2, 2, 0, 0, 1)
     );
-    // Nothing is left for teardown to force.
+    // Nothing is left for teardown to force, and it does not bring the
+    // retired entry back.
     assert_eq!(p.teardown(&mut t), 0);
-    assert_eq!(p.available(), 2);
+    assert_eq!(p.available(), 1);
+    let c = p.get(&mut t, 57, false).unwrap();
+    assert_ne!(c.handle, b.handle);
+    assert_eq!(p.get(&mut t, 58, false), Err(GrantError::Exhausted));
 }
 
 #[test]

@@ -328,7 +328,7 @@ fn a_response_to_no_request_fails_everything_in_flight() {
 }
 
 #[test]
-fn a_grant_kept_mapped_without_persistence_breaks_the_ring() {
+fn a_grant_kept_mapped_without_persistence_breaks_the_ring_and_holds_the_callers_pages() {
     for copy in [true, false] {
         let mut rig = plain(false, copy, 0);
         rig.backend.keep_mapped = true;
@@ -347,17 +347,45 @@ fn a_grant_kept_mapped_without_persistence_breaks_the_ring() {
             st
         });
         let kept = *rig.host.grants.keys().next().unwrap();
-        match rig.drain() {
+        let r = rig.drain();
+        let failed = if copy { 1 } else { 0 };
+        match r {
             Drained::Broken {
                 fault: Fault::StillMapped(g),
-                failed: 1,
-            } => assert_eq!(g, kept, "copy {copy}"),
+                failed: f,
+            } if f == failed => assert_eq!(g, kept, "copy {copy}"),
             other => panic!("copy {copy}: {other:?}"),
         }
-        assert_eq!(rig.done, [(1, Status::Ok), (2, Status::IoErr)]);
-        assert_eq!(rig.host.deferred, 2, "both kept grants: release deferred");
+        if copy {
+            // Bounce frames: the callers' pages were never granted; the
+            // frames the backend keeps are retired from the pool.
+            assert_eq!(rig.done, [(1, Status::Ok), (2, Status::IoErr)]);
+            assert_eq!(rig.host.deferred, 2, "both kept grants: release deferred");
+            assert!(rig.host.grants.is_empty());
+            assert_eq!(rig.dp.grant_stats().deferred, 2);
+            assert_eq!(rig.dp.held(), 0);
+            continue;
+        }
+        // The callers' own pages: neither request ends while the backend
+        // can still write them, and no release is deferred.
+        assert!(rig.done.is_empty(), "{:?}", rig.done);
+        assert_eq!(rig.dp.held(), 2);
+        assert_eq!(rig.host.grants.len(), 2);
+        assert_eq!(rig.host.deferred, 0);
+        assert_eq!(rig.dp.retry_held(&mut rig.host, &mut |_, _| {}), 0);
+        // The backend lets go of the second only: it ends, with an error.
+        let second = *rig.host.grants.keys().nth(1).unwrap();
+        rig.host.grants.get_mut(&second).unwrap().mapped = false;
+        let mut ended = Vec::new();
+        assert_eq!(rig.dp.retry_held(&mut rig.host, &mut |t, s| ended.push((t, s))), 1);
+        assert_eq!(ended, [(2, Status::IoErr)]);
+        assert_eq!(rig.dp.held(), 1);
+        rig.host.grants.get_mut(&kept).unwrap().mapped = false;
+        assert_eq!(rig.dp.retry_held(&mut rig.host, &mut |t, s| ended.push((t, s))), 1);
+        assert_eq!(ended, [(2, Status::IoErr), (1, Status::IoErr)]);
+        assert_eq!(rig.dp.held(), 0);
         assert!(rig.host.grants.is_empty());
-        assert_eq!(rig.dp.grant_stats().deferred, 2);
+        assert_eq!(rig.dp.grant_stats().in_use, 0);
     }
 }
 
@@ -423,7 +451,7 @@ fn the_purge_reads_the_clock_every_256_passes_and_runs_every_10_s() {
 }
 
 #[test]
-fn take_down_hands_back_what_is_in_flight_and_counts_deferred_grants() {
+fn take_down_hands_back_what_is_in_flight_and_holds_what_the_backend_maps() {
     for (persistent, copy) in MODES {
         let mut rig = plain(persistent, copy, 32);
         rig.submit(4, read(0), &pages(0, 2)).unwrap();
@@ -434,12 +462,30 @@ fn take_down_hands_back_what_is_in_flight_and_counts_deferred_grants() {
             rig.host.grants.get_mut(g).unwrap().mapped = true;
         }
         let mut back = Vec::new();
-        assert_eq!(rig.dp.take_down(&mut rig.host, |t| back.push(t)), 2);
-        assert_eq!(back, [4, 5], "persistent {persistent} copy {copy}");
+        let deferred = rig.dp.take_down(&mut rig.host, |t| back.push(t));
         assert!(rig.done.is_empty(), "handed back, not ended");
         assert_eq!(rig.dp.in_flight(), 0);
+        if copy {
+            // Bounce frames: deferred, and both requests handed back.
+            assert_eq!(deferred, 2);
+            assert_eq!(back, [4, 5], "persistent {persistent} copy {copy}");
+            assert!(rig.host.grants.is_empty());
+            assert_eq!(rig.host.deferred, 2);
+            assert_eq!(rig.dp.grant_stats().in_use, 0);
+            continue;
+        }
+        // The first request's own pages are mapped: it stays held.
+        assert_eq!((deferred, rig.host.deferred), (0, 0));
+        assert_eq!(back, [5]);
+        assert_eq!(rig.dp.held(), 1);
+        assert_eq!(rig.host.grants.len(), 2);
+        for g in &first {
+            rig.host.grants.get_mut(g).unwrap().mapped = false;
+        }
+        let mut ended = Vec::new();
+        rig.dp.retry_held(&mut rig.host, &mut |t, s| ended.push((t, s)));
+        assert_eq!(ended, [(4, Status::IoErr)]);
         assert!(rig.host.grants.is_empty());
-        assert_eq!(rig.host.deferred, 2);
         assert_eq!(rig.dp.grant_stats().in_use, 0);
     }
 }

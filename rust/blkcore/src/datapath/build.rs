@@ -103,6 +103,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
                 direct: 0,
                 indirect: 0,
                 copies: 0,
+                held: false,
             })?,
             // Data grants: through the pool with bounce frames, made
             // before the ring lock without.

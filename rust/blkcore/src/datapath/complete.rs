@@ -50,8 +50,10 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
     }
 
     /// Fails every request in flight ([`Status::IoErr`]) and gives its
-    /// grants back; those the backend still maps are released when it
-    /// unmaps them. Returns how many requests there were.
+    /// grants back. A request whose own pages the backend still maps is
+    /// held instead (see [`DataPath::retry_held`]); a bounce or indirect
+    /// frame it still maps is retired from the pool. Returns how many
+    /// requests failed now.
     pub fn fail_in_flight<M: Memory<Frame = F>>(
         &mut self,
         mem: &mut M,
@@ -59,17 +61,71 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
     ) -> u32 {
         let mut failed = 0u32;
         for id in 0..self.geo.ring_size as usize {
-            let rq = self.slots.as_mut().get_mut(id).and_then(|s| s.rq.take());
-            // Grants of this slot, still mapped or not: the pool defers
-            // what the backend holds.
-            let _ = self.put_grants(mem, id);
+            if !self.slots.as_ref().get(id).is_some_and(|s| !s.held) {
+                continue;
+            }
+            if self.put_grants(mem, id).pages_held {
+                self.hold(id);
+                continue;
+            }
             self.cancel_id(id as u32);
-            if let Some(rq) = rq {
+            if let Some(rq) = self.slots.as_mut().get_mut(id).and_then(|s| s.rq.take()) {
                 failed = failed.saturating_add(1);
                 done(rq, Status::IoErr);
             }
         }
         failed
+    }
+
+    /// Requests held because the backend still maps their pages.
+    pub fn held(&self) -> u32 {
+        self.inflight.as_ref().first().map_or(0, |t| t.held())
+    }
+
+    /// Tries again to end the grants of every held request; those the
+    /// backend has let go of end now with [`Status::IoErr`] (a read's
+    /// data may have changed after the answer; a write's outcome is the
+    /// backend's word, which broke the protocol). Returns how many ended.
+    pub fn retry_held<M: Memory<Frame = F>>(
+        &mut self,
+        mem: &mut M,
+        done: &mut impl FnMut(Rq, Status),
+    ) -> u32 {
+        if self.held() == 0 {
+            return 0;
+        }
+        let mut ended = 0u32;
+        for id in 0..self.slots.as_ref().len() {
+            if !self.slots.as_ref().get(id).is_some_and(|s| s.held) {
+                continue;
+            }
+            if self.end_direct(mem, id).is_err() {
+                continue;
+            }
+            let rq = self.slots.as_mut().get_mut(id).and_then(|s| {
+                s.held = false;
+                s.rq.take()
+            });
+            if let Some(t) = self.inflight() {
+                t.unhold(id as u32);
+            }
+            if let Some(rq) = rq {
+                ended = ended.saturating_add(1);
+                done(rq, Status::IoErr);
+            }
+        }
+        ended
+    }
+
+    /// Holds slot `id`: its request is not ended and its id not reused
+    /// until [`DataPath::retry_held`] finds the backend let go.
+    pub(super) fn hold(&mut self, id: usize) {
+        if let Some(s) = self.slots.as_mut().get_mut(id) {
+            s.held = true;
+        }
+        if let Some(t) = self.inflight() {
+            t.hold(id as u32);
+        }
     }
 
     /// Completes the request `rsp` answers: its status goes to `done`
@@ -112,8 +168,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
             }
             let _ = self.pool.account_copy(copied);
         }
-        let grants = self.put_grants(mem, id);
-        let rq = self.slots.as_mut().get_mut(id).and_then(|s| s.rq.take());
+        let released = self.put_grants(mem, id);
         let status = match verdict {
             Verdict::Ok => Status::Ok,
             Verdict::IoError => Status::IoErr,
@@ -135,12 +190,20 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
                 Status::NotSupp
             }
         };
-        if let Some(rq) = rq {
+        if released.pages_held {
+            // The backend answered but still maps the request's own pages:
+            // ending it would give them back to their owner (the page
+            // cache, an O_DIRECT buffer) while the backend can write them.
+            self.hold(id);
+        } else if let Some(rq) = self.slots.as_mut().get_mut(id).and_then(|s| s.rq.take()) {
             done(rq, status);
         }
-        // The request is ended either way; a grant the backend kept
-        // (without persistent grants) is a protocol error.
-        grants.map(|()| status)
+        // A grant the backend kept (without persistent grants) is a
+        // protocol error: the caller breaks the ring.
+        match released.still_mapped {
+            Some(g) => Err(Fault::StillMapped(g)),
+            None => Ok(status),
+        }
     }
 
     /// Marks request `rq` of (response) operation `op` with `nr_segments`
@@ -154,30 +217,24 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         Some(id)
     }
 
-    /// Gives back every grant of slot `id` (data and indirect). `Err` if
-    /// the backend still maps one without persistent grants: the grant's
-    /// release is deferred (the kernel's grant table keeps a reference on
-    /// the page until the backend unmaps it, so the memory is not freed),
-    /// but the frame's owner, the request or the pool, has it back while
-    /// the backend can still write it. Holding the request until the
-    /// release instead is the open fix.
-    pub(super) fn put_grants<M: Memory<Frame = F>>(
-        &mut self,
-        mem: &mut M,
-        id: usize,
-    ) -> Result<(), Fault> {
+    /// Gives back every grant of slot `id` (data and indirect). The
+    /// pool's (bounce and indirect frames) are ended, and retired if the
+    /// backend still maps them (see [`GrantPool::put`]); the caller's own
+    /// pages, granted directly, are ended if the backend let go, else
+    /// kept for a retry (see [`DataPath::end_direct`]).
+    pub(super) fn put_grants<M: Memory<Frame = F>>(&mut self, mem: &mut M, id: usize) -> Released {
         let (wire, ind) = (self.geo.wire_max as usize, self.geo.indirect_pages as usize);
         let Some(s) = self.slots.as_mut().get_mut(id) else {
-            return Err(Fault::Response(ResponseError::BadId(id as u64)));
+            return Released::default();
         };
-        let (ng, ni, direct) = (s.grants as usize, s.indirect as usize, s.direct);
+        let (ng, ni) = (s.grants as usize, s.indirect as usize);
         s.grants = 0;
         s.indirect = 0;
         s.copies = 0;
-        let mut still_mapped = if direct != 0 {
-            self.end_direct(mem, id).err()
-        } else {
-            None
+        let direct = self.end_direct(mem, id).err();
+        let mut released = Released {
+            still_mapped: direct,
+            pages_held: direct.is_some(),
         };
         let data = self.grants.as_ref().get(id * wire..).unwrap_or(&[]);
         let ind_pages = self.indirect.as_ref().get(id * ind..).unwrap_or(&[]);
@@ -187,16 +244,23 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
             match self.pool.put(mem, *h) {
                 Ok(_) => {}
                 Err(GrantError::StillMapped(g)) => {
-                    still_mapped.get_or_insert(g);
+                    released.still_mapped.get_or_insert(g);
                 }
                 Err(_) => {
-                    still_mapped.get_or_insert(INVALID_GRANT_REF);
+                    released.still_mapped.get_or_insert(INVALID_GRANT_REF);
                 }
             }
         }
-        match still_mapped {
-            Some(g) => Err(Fault::StillMapped(g)),
-            None => Ok(()),
-        }
+        released
     }
+}
+
+/// What [`DataPath::put_grants`] found.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Released {
+    /// The first grant the backend still mapped (a protocol error without
+    /// persistent grants).
+    pub(super) still_mapped: Option<GrantRef>,
+    /// One of them is the caller's own page: the request must be held.
+    pub(super) pages_held: bool,
 }

@@ -266,10 +266,11 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
     }
 
     /// Ends the grants slot `id` made before the ring lock (see
-    /// [`PreGranted`]). Those the backend still maps are ended with a
-    /// deferred release (the grant table keeps a page reference until the
-    /// backend unmaps it; the request's page itself goes back to its owner
-    /// when the request completes); the first is returned as `Err`.
+    /// [`PreGranted`]): the caller's own pages. Those the backend still
+    /// maps stay granted and recorded (no deferred release: the page is
+    /// the request's owner's, and ending the request would hand it back
+    /// while the backend can still write it), so a later call retries
+    /// them; the first is returned as `Err`. `Ok` once none is left.
     pub(super) fn end_direct<M: Memory<Frame = F>>(
         &mut self,
         mem: &mut M,
@@ -279,19 +280,51 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         let Some(s) = self.slots.as_mut().get_mut(id) else {
             return Ok(());
         };
-        let n = core::mem::take(&mut s.direct);
-        let grefs = self.grefs.as_ref().get(id * wire..).unwrap_or(&[]);
+        let n = s.direct as usize;
+        let grefs = self.grefs.as_mut().get_mut(id * wire..).unwrap_or(&mut []);
         let mut still_mapped = None;
-        for &g in grefs.iter().take(n as usize) {
-            if !mem.try_end_access(g) {
-                mem.end_access(g);
-                self.direct.deferred = self.direct.deferred.wrapping_add(1);
-                still_mapped.get_or_insert(g);
+        let mut ended = 0u32;
+        for g in grefs.iter_mut().take(n) {
+            if *g == INVALID_GRANT_REF {
+                continue;
+            }
+            if mem.try_end_access(*g) {
+                *g = INVALID_GRANT_REF;
+                ended += 1;
+            } else {
+                still_mapped.get_or_insert(*g);
             }
         }
-        self.direct.revoked = self.direct.revoked.wrapping_add(u64::from(n));
-        self.direct.in_use = self.direct.in_use.wrapping_sub(n);
+        if still_mapped.is_none() {
+            s.direct = 0;
+        }
+        self.direct.revoked = self.direct.revoked.wrapping_add(u64::from(ended));
+        self.direct.in_use = self.direct.in_use.wrapping_sub(ended);
         still_mapped.map_or(Ok(()), Err)
+    }
+
+    /// Ends the direct grants of slot `id` the backend still maps with a
+    /// deferred release (the grant table keeps a page reference until the
+    /// backend unmaps them) and forgets them: for a request that never
+    /// reached the ring, whose owner the caller gives it back to.
+    pub(super) fn defer_direct<M: Memory<Frame = F>>(&mut self, mem: &mut M, id: usize) {
+        let wire = self.geo.wire_max as usize;
+        let Some(s) = self.slots.as_mut().get_mut(id) else {
+            return;
+        };
+        let n = core::mem::take(&mut s.direct) as usize;
+        let grefs = self.grefs.as_mut().get_mut(id * wire..).unwrap_or(&mut []);
+        let mut deferred = 0u32;
+        for g in grefs.iter_mut().take(n) {
+            if *g != INVALID_GRANT_REF {
+                mem.end_access(*g);
+                *g = INVALID_GRANT_REF;
+                deferred += 1;
+            }
+        }
+        self.direct.revoked = self.direct.revoked.wrapping_add(u64::from(deferred));
+        self.direct.deferred = self.direct.deferred.wrapping_add(u64::from(deferred));
+        self.direct.in_use = self.direct.in_use.wrapping_sub(deferred);
     }
 }
 

@@ -127,10 +127,15 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
 
     /// Gives back the grants of a request that never reached the ring and
     /// frees its id. The backend was never told of them, so one it maps
-    /// anyway is hostile: its release is deferred and it counts as a
-    /// backend error.
+    /// anyway is hostile: its release is deferred (the request is the
+    /// caller's to end, and the slot is reused) and it counts as a backend
+    /// error.
     pub(super) fn release_unsent<M: Memory<Frame = F>>(&mut self, mem: &mut M, id: u32) {
-        if self.put_grants(mem, id as usize).is_err() {
+        let released = self.put_grants(mem, id as usize);
+        if released.pages_held {
+            self.defer_direct(mem, id as usize);
+        }
+        if released.still_mapped.is_some() {
             self.stats.errors += 1;
         }
         self.cancel_id(id);

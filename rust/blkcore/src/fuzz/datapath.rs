@@ -8,14 +8,18 @@
 //!
 //! Invariants checked: no panic; every request ends exactly once (a status,
 //! or handed back at teardown), none is invented; grants are only ended
-//! once and only if granted; after teardown no grant is left live except
-//! those the backend still maps (deferred); the pool's in-use count returns
-//! to zero; bounce copies stay inside their frames.
+//! once and only if granted; no request ends while the backend still maps
+//! one of its own pages (those are held until it lets go); after teardown
+//! no grant is left live except those the backend still maps (deferred) and
+//! every request not ended is held, and once the backend is gone the held
+//! ones end too; the pool's in-use count returns to zero; bounce copies
+//! stay inside their frames.
 
 extern crate alloc;
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
+use core::cell::RefCell;
 
 use super::{
     ensure,
@@ -82,25 +86,51 @@ impl Input<'_> {
 
 const FRAMES: u32 = 64;
 
+/// Frames below this are the data path's own (bounce and indirect frames);
+/// from it on, the caller's pages.
+const CALLER_FRAMES: u32 = 8;
+
+/// What the backend can reach, shared by the grant table and the check
+/// run when a request ends.
+#[derive(Default)]
+struct Reach {
+    /// Live grants: gref -> the request being queued when it was made, if
+    /// it grants one of the caller's pages.
+    live: BTreeMap<GrantRef, Option<u32>>,
+    /// Caller's pages ended with a deferred release: gref -> request. The
+    /// backend keeps them mapped for good.
+    deferred_pages: BTreeMap<GrantRef, u32>,
+    /// The request being queued.
+    queuing: Option<u32>,
+    /// The backend is gone: every grant is unmapped.
+    gone: bool,
+}
+
+impl Reach {
+    /// Whether the backend can still reach a page of request `tag`.
+    fn reaches(&self, tag: u32) -> bool {
+        self.live.values().any(|&o| o == Some(tag)) || self.deferred_pages.values().any(|&o| o == tag)
+    }
+}
+
 /// A grant table whose backend maps and unmaps as the input says, over
 /// `FRAMES` frames whose contents are not kept (copies only check bounds).
-struct FuzzMem<'a, 'b> {
+struct FuzzMem<'a, 'b, 'c> {
     input: &'b mut Input<'a>,
-    /// Live grants: gref -> the backend maps it.
-    live: BTreeMap<GrantRef, bool>,
+    reach: &'c RefCell<Reach>,
     next: GrantRef,
     /// Grants ended while mapped (deferred release).
     deferred: u32,
     violation: Option<&'static str>,
 }
 
-impl FuzzMem<'_, '_> {
+impl FuzzMem<'_, '_, '_> {
     fn flag(&mut self, what: &'static str) {
         self.violation.get_or_insert(what);
     }
 }
 
-impl GrantOps for FuzzMem<'_, '_> {
+impl GrantOps for FuzzMem<'_, '_, '_> {
     type Frame = u32;
 
     fn grant(&mut self, frame: u32, _readonly: bool) -> Result<GrantRef, GrantError> {
@@ -114,32 +144,38 @@ impl GrantOps for FuzzMem<'_, '_> {
         let g = self.next;
         self.next += 1;
         // The backend maps what it is given, sometimes for good.
-        self.live.insert(g, true);
+        let mut r = self.reach.borrow_mut();
+        let owner = if frame >= CALLER_FRAMES { r.queuing } else { None };
+        r.live.insert(g, owner);
         Ok(g)
     }
 
     fn try_end_access(&mut self, gref: GrantRef) -> bool {
-        let Some(&mapped) = self.live.get(&gref) else {
+        let gone = self.reach.borrow().gone;
+        if !self.reach.borrow().live.contains_key(&gref) {
             self.flag("end of a grant that is not live");
             return true;
-        };
+        }
         // The backend unmapped it, or (input says) still holds it.
-        if mapped && self.input.byte() & 7 == 0 {
+        if !gone && self.input.byte() & 7 == 0 {
             return false;
         }
-        self.live.remove(&gref);
+        self.reach.borrow_mut().live.remove(&gref);
         true
     }
 
     fn end_access(&mut self, gref: GrantRef) {
         if !self.try_end_access(gref) {
-            self.live.remove(&gref);
+            let mut r = self.reach.borrow_mut();
+            if let Some(Some(tag)) = r.live.remove(&gref) {
+                r.deferred_pages.insert(gref, tag);
+            }
             self.deferred += 1;
         }
     }
 }
 
-impl Memory for FuzzMem<'_, '_> {
+impl Memory for FuzzMem<'_, '_, '_> {
     fn frame_in_page(&self, page: u32, frame_offset: u32) -> u32 {
         page.saturating_add(frame_offset / 4096)
     }
@@ -201,9 +237,12 @@ pub(crate) fn negotiated(a: u8, b: u8) -> Negotiated {
 /// Requests handed to the data path and not yet ended.
 type Open = BTreeMap<u32, ()>;
 
-fn ended(open: &mut Open, tag: u32, bad: &mut Option<&'static str>) {
+fn ended(open: &mut Open, reach: &RefCell<Reach>, tag: u32, bad: &mut Option<&'static str>) {
     if open.remove(&tag).is_none() {
         bad.get_or_insert("a request ended twice, or one never queued");
+    }
+    if reach.borrow().reaches(tag) {
+        bad.get_or_insert("a request ended while the backend still maps one of its pages");
     }
 }
 
@@ -218,9 +257,10 @@ pub fn fuzz_datapath(data: &[u8]) -> Result<Outcome, Violation> {
     let frames: Vec<u32> = (0..geo.frames(n.copy_data) as u32).map(|f| f % 8).collect();
     let mut dp: DataPath<VecStorage, u32, u32> =
         DataPath::new(&n, geo, 0, &frames, 0).map_err(|_| Violation("data path"))?;
+    let reach = RefCell::new(Reach::default());
     let mut mem = FuzzMem {
         input: &mut input,
-        live: BTreeMap::new(),
+        reach: &reach,
         next: 8,
         deferred: 0,
         violation: None,
@@ -271,6 +311,7 @@ pub fn fuzz_datapath(data: &[u8]) -> Result<Outcome, Violation> {
                 let mut ring = SliceRing::new(&mut ring_mem);
                 // As the kernel: granted before the ring lock without
                 // bounce frames, mapped and granted under it with them.
+                reach.borrow_mut().queuing = Some(tag);
                 let queued = if dp.grants_before_lock() {
                     pre.begin(&mut mem, &req);
                     // As the kernel walks a request's data: runs in one
@@ -293,6 +334,7 @@ pub fn fuzz_datapath(data: &[u8]) -> Result<Outcome, Violation> {
                             .map_err(|(_, e)| e)
                     })
                 };
+                reach.borrow_mut().queuing = None;
                 if queued.is_ok() {
                     open.insert(tag, ());
                 }
@@ -365,7 +407,7 @@ pub fn fuzz_datapath(data: &[u8]) -> Result<Outcome, Violation> {
                 };
                 ring.store_rsp_prod(prod.wrapping_add(jump));
                 let r = dp.drain(&mut mem, &mut front, &mut ring, &mut |t, _| {
-                    ended(&mut open, t, &mut bad)
+                    ended(&mut open, &reach, t, &mut bad)
                 });
                 if let Drained::Broken { .. } = r {
                     broken = true;
@@ -380,7 +422,7 @@ pub fn fuzz_datapath(data: &[u8]) -> Result<Outcome, Violation> {
                         if s != Status::IoErr {
                             bad.get_or_insert("a failed request did not end with an I/O error");
                         }
-                        ended(&mut open, t, &mut bad);
+                        ended(&mut open, &reach, t, &mut bad);
                     });
                 }
             }
@@ -393,20 +435,28 @@ pub fn fuzz_datapath(data: &[u8]) -> Result<Outcome, Violation> {
         // pool counts with wrapping adds: a bookkeeping slip shows here).
         let g = dp.grant_stats();
         ensure(
-            u64::from(g.held) + u64::from(g.in_use) == mem.live.len() as u64,
+            u64::from(g.held) + u64::from(g.in_use) == reach.borrow().live.len() as u64,
             "the pool's in_use + held differ from the live grants",
         )?;
     }
     if broken {
         ensure(dp.in_flight() == 0, "a broken ring left requests in flight")?;
     }
-    dp.take_down(&mut mem, |t| ended(&mut open, t, &mut bad));
+    dp.take_down(&mut mem, |t| ended(&mut open, &reach, t, &mut bad));
+    ensure(
+        open.len() == dp.held() as usize,
+        "a request neither ended nor held at teardown",
+    )?;
+    // The backend goes: it unmaps everything, and the held requests end.
+    reach.borrow_mut().gone = true;
+    dp.retry_held(&mut mem, &mut |t, _| ended(&mut open, &reach, t, &mut bad));
     if let Some(v) = mem.violation.or(bad) {
         return Err(Violation(v));
     }
     ensure(open.is_empty(), "a request never ended")?;
+    ensure(dp.held() == 0, "a request still held after the backend went")?;
     ensure(dp.grant_stats().in_use == 0, "grants in use after teardown")?;
-    ensure(mem.live.is_empty(), "a grant left live after teardown")?;
+    ensure(reach.borrow().live.is_empty(), "a grant left live after teardown")?;
     Ok(if dp.stats().requests > 0 {
         Outcome::Accepted
     } else {

@@ -25,7 +25,13 @@ impl<const N: usize> InFlight<N> {
             size,
             free_head: if size > 0 { 0 } else { NO_SLOT },
             waiting: 0,
+            held: 0,
         }
+    }
+
+    /// Ids held (see [`InFlight::hold`]).
+    pub fn held(&self) -> u32 {
+        self.held
     }
 
     /// Ids in flight.
@@ -75,6 +81,73 @@ impl<const N: usize> InFlight<N> {
         } else {
             false
         }
+    }
+
+    /// Takes `id` out of use without freeing it: its request was answered
+    /// (or failed) while the backend still maps one of its pages, so the
+    /// id must not name another request until [`InFlight::unhold`]. A
+    /// response for a held id is [`ResponseError::NotInFlight`]. Works on
+    /// an id in flight or free (one just completed); `false` if `id` is
+    /// out of range or held already.
+    pub fn hold(&mut self, id: u32) -> bool {
+        if id >= self.size {
+            return false;
+        }
+        match self.slots.get(id as usize) {
+            Some(Slot::Waiting { .. }) => {
+                self.waiting = self.waiting.saturating_sub(1);
+            }
+            Some(Slot::Free { next }) => {
+                let next = *next;
+                if !self.unlink_free(id, next) {
+                    return false;
+                }
+            }
+            _ => return false,
+        }
+        if let Some(slot) = self.slots.get_mut(id as usize) {
+            *slot = Slot::Held;
+        }
+        self.held = self.held.saturating_add(1);
+        true
+    }
+
+    /// Frees a held id (the backend let go of the request's pages).
+    pub fn unhold(&mut self, id: u32) -> bool {
+        let Some(slot) = self.slots.get_mut(id as usize) else {
+            return false;
+        };
+        if *slot != Slot::Held {
+            return false;
+        }
+        *slot = Slot::Free {
+            next: self.free_head,
+        };
+        self.free_head = id;
+        self.held = self.held.saturating_sub(1);
+        true
+    }
+
+    /// Removes free `id` (whose successor is `next`) from the free list:
+    /// O(1) for the head, which is where a just-completed id is; a walk of
+    /// at most `size` ids otherwise.
+    fn unlink_free(&mut self, id: u32, next: u32) -> bool {
+        if self.free_head == id {
+            self.free_head = next;
+            return true;
+        }
+        let mut i = self.free_head;
+        for _ in 0..self.size {
+            let Some(Slot::Free { next: n }) = self.slots.get_mut(i as usize) else {
+                return false;
+            };
+            if *n == id {
+                *n = next;
+                return true;
+            }
+            i = *n;
+        }
+        false
     }
 
     /// Validates a response against the requests in flight (id in range,

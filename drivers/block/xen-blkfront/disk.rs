@@ -142,6 +142,8 @@ impl PeriodicFn<Queues> for IdlePurge {
     fn call(q: &Queues) {
         for r in q.rings.iter() {
             r.with_state(|st| st.purge_idle());
+            // Held requests end once the backend unmapped their pages.
+            r.retry_held();
         }
     }
 }
@@ -578,11 +580,15 @@ impl Disk {
         self.gd.set_capacity_and_notify(sectors);
     }
 
-    /// Deletes the disk (waits for the queue to drain). Bios waiting to be
-    /// sent again are submitted first (they fail at once if the rings are
-    /// dead); the queue's drain covers any requeued after that.
+    /// Deletes the disk (waits for the queue to drain, requests held for
+    /// their pages too). Bios waiting to be sent again are submitted first
+    /// (they fail at once if the rings are dead); the queue's drain covers
+    /// any requeued after that.
     pub(crate) fn remove(self) {
         self.queues.requeue.flush();
+        for r in self.queues.rings.iter() {
+            r.wait_held();
+        }
         drop(self);
     }
 }

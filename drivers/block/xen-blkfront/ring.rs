@@ -34,6 +34,11 @@ use crate::blkcore::{
     negotiate::Negotiated,
     ring::FrontRing,
 };
+mod done;
+mod held;
+
+use done::DoneList;
+
 use crate::blkmq::{
     self,
     Operations, //
@@ -95,6 +100,10 @@ pub(crate) struct RingState<O: BlockOps> {
     dead: bool,
     /// A batch has requests not yet pushed to the backend.
     pending_push: bool,
+    /// Data paths taken down while the backend still mapped the pages of
+    /// requests on them: kept, with those requests (not ended), until it
+    /// lets go (see [`RingState::retry_held`]).
+    parked: KVec<KBox<Io<Rq<O>>>>,
 }
 
 /// One ring.
@@ -166,6 +175,7 @@ impl<O: BlockOps> RingHandle<O> {
                     broken: false,
                     dead: false,
                     pending_push: false,
+                    parked: KVec::new(),
                 }),
             }),
             GFP_KERNEL,
@@ -319,10 +329,10 @@ impl<O: BlockOps> Ring<O> {
             st.pending_push = false;
             st.io.take()
         };
-        let Some(mut io) = io else {
+        let Some(mut boxed) = io else {
             return rqs;
         };
-        let io = &mut *io;
+        let io = &mut *boxed;
         // Without memory for the list a request fails rather than leaks.
         let _ = rqs.reserve(io.dp.geometry().ring_size as usize, GFP_KERNEL);
         let deferred = io.dp.take_down(&mut io.gt, |rq| {
@@ -342,6 +352,16 @@ impl<O: BlockOps> Ring<O> {
             st.revoked,
             deferred
         );
+        let held = io.dp.held();
+        if held != 0 {
+            dev_warn!(
+                self.dev,
+                "ring {}: {} requests held: the backend still maps their pages\n",
+                self.index,
+                held
+            );
+            self.park(boxed);
+        }
         rqs
     }
 
@@ -372,23 +392,25 @@ impl<O: BlockOps> Ring<O> {
                 let r = io
                     .dp
                     .break_ring(&mut io.gt, Fault::Injected, &mut |rq, s| done.push(rq, s));
-                self.report_broken(r);
+                self.report_broken(r, io.dp.held());
                 st.broken = true;
             }
         }
         done.finish();
     }
 
-    /// One line for a ring the backend broke.
-    fn report_broken(&self, r: Drained) {
+    /// One line for a ring the backend broke; `held` requests wait for
+    /// the backend to unmap their pages (see [`Ring::retry_held`]).
+    fn report_broken(&self, r: Drained, held: u32) {
         if let Drained::Broken { fault, failed } = r {
             dev_alert!(
                 self.dev,
-                "ring {}: {}; disabled for further use, {} requests in flight failed\n",
+                "ring {}: {}; disabled for further use, {} requests in flight failed, {} held until the backend unmaps their pages\n",
                 self.index,
                 // blkcore's `Fault` implements `core::fmt::Display`.
                 core::format_args!("{fault}"),
-                failed
+                failed,
+                held
             );
         }
     }
@@ -540,49 +562,10 @@ impl<O: BlockOps> RingState<O> {
                 Eoi::Spurious
             }
             Drained::Broken { .. } => {
-                ring.report_broken(r);
+                ring.report_broken(r, io.dp.held());
                 self.broken = true;
                 Eoi::None
             }
-        }
-    }
-}
-
-/// Finished requests collected under the ring lock, completed after it is
-/// dropped.
-pub(crate) struct DoneList<O: BlockOps> {
-    items: [Option<(Rq<O>, Status)>; 32],
-    len: usize,
-    overflow: KVec<(Rq<O>, Status)>,
-}
-
-impl<O: BlockOps> DoneList<O> {
-    fn new() -> Self {
-        Self {
-            items: [const { None }; 32],
-            len: 0,
-            overflow: KVec::new(),
-        }
-    }
-
-    fn push(&mut self, rq: Rq<O>, status: Status) {
-        if let Some(slot) = self.items.get_mut(self.len) {
-            *slot = Some((rq, status));
-            self.len += 1;
-        } else if self.overflow.reserve(1, GFP_ATOMIC).is_ok() {
-            let _ = self.overflow.push_within_capacity((rq, status));
-        } else {
-            // Out of memory in the handler: complete right away.
-            complete(rq, status);
-        }
-    }
-
-    fn finish(self) {
-        for (rq, status) in self.items.into_iter().flatten() {
-            complete(rq, status);
-        }
-        for (rq, status) in self.overflow {
-            complete(rq, status);
         }
     }
 }

@@ -510,7 +510,11 @@ where
         self.head = NIL;
         self.tail = NIL;
         for i in 0..n {
-            if self.entries().get(i).is_some_and(|e| e.state != EntryState::Retired) {
+            if self
+                .entries()
+                .get(i)
+                .is_some_and(|e| e.state != EntryState::Retired)
+            {
                 self.push_back(i as u32);
             }
         }

@@ -428,8 +428,13 @@ pub enum ResponseError {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Slot {
-    Free { next: u32 },
-    Waiting { op: u8, indirect: bool },
+    Free {
+        next: u32,
+    },
+    Waiting {
+        op: u8,
+        indirect: bool,
+    },
     /// Answered or failed, but not reusable: the backend still maps one of
     /// the request's pages (see [`InFlight::hold`]).
     Held,

@@ -377,11 +377,19 @@ fn a_grant_kept_mapped_without_persistence_breaks_the_ring_and_holds_the_callers
         let second = *rig.host.grants.keys().nth(1).unwrap();
         rig.host.grants.get_mut(&second).unwrap().mapped = false;
         let mut ended = Vec::new();
-        assert_eq!(rig.dp.retry_held(&mut rig.host, &mut |t, s| ended.push((t, s))), 1);
+        assert_eq!(
+            rig.dp
+                .retry_held(&mut rig.host, &mut |t, s| ended.push((t, s))),
+            1
+        );
         assert_eq!(ended, [(2, Status::IoErr)]);
         assert_eq!(rig.dp.held(), 1);
         rig.host.grants.get_mut(&kept).unwrap().mapped = false;
-        assert_eq!(rig.dp.retry_held(&mut rig.host, &mut |t, s| ended.push((t, s))), 1);
+        assert_eq!(
+            rig.dp
+                .retry_held(&mut rig.host, &mut |t, s| ended.push((t, s))),
+            1
+        );
         assert_eq!(ended, [(2, Status::IoErr), (1, Status::IoErr)]);
         assert_eq!(rig.dp.held(), 0);
         assert!(rig.host.grants.is_empty());
@@ -483,7 +491,8 @@ fn take_down_hands_back_what_is_in_flight_and_holds_what_the_backend_maps() {
             rig.host.grants.get_mut(g).unwrap().mapped = false;
         }
         let mut ended = Vec::new();
-        rig.dp.retry_held(&mut rig.host, &mut |t, s| ended.push((t, s)));
+        rig.dp
+            .retry_held(&mut rig.host, &mut |t, s| ended.push((t, s)));
         assert_eq!(ended, [(4, Status::IoErr)]);
         assert!(rig.host.grants.is_empty());
         assert_eq!(rig.dp.grant_stats().in_use, 0);

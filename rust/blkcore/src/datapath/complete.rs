@@ -61,7 +61,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
     ) -> u32 {
         let mut failed = 0u32;
         for id in 0..self.geo.ring_size as usize {
-            if !self.slots.as_ref().get(id).is_some_and(|s| !s.held) {
+            if self.slots.as_ref().get(id).is_none_or(|s| s.held) {
                 continue;
             }
             if self.put_grants(mem, id).pages_held {

@@ -109,7 +109,8 @@ struct Reach {
 impl Reach {
     /// Whether the backend can still reach a page of request `tag`.
     fn reaches(&self, tag: u32) -> bool {
-        self.live.values().any(|&o| o == Some(tag)) || self.deferred_pages.values().any(|&o| o == tag)
+        self.live.values().any(|&o| o == Some(tag))
+            || self.deferred_pages.values().any(|&o| o == tag)
     }
 }
 
@@ -145,7 +146,11 @@ impl GrantOps for FuzzMem<'_, '_, '_> {
         self.next += 1;
         // The backend maps what it is given, sometimes for good.
         let mut r = self.reach.borrow_mut();
-        let owner = if frame >= CALLER_FRAMES { r.queuing } else { None };
+        let owner = if frame >= CALLER_FRAMES {
+            r.queuing
+        } else {
+            None
+        };
         r.live.insert(g, owner);
         Ok(g)
     }
@@ -454,9 +459,15 @@ pub fn fuzz_datapath(data: &[u8]) -> Result<Outcome, Violation> {
         return Err(Violation(v));
     }
     ensure(open.is_empty(), "a request never ended")?;
-    ensure(dp.held() == 0, "a request still held after the backend went")?;
+    ensure(
+        dp.held() == 0,
+        "a request still held after the backend went",
+    )?;
     ensure(dp.grant_stats().in_use == 0, "grants in use after teardown")?;
-    ensure(reach.borrow().live.is_empty(), "a grant left live after teardown")?;
+    ensure(
+        reach.borrow().live.is_empty(),
+        "a grant left live after teardown",
+    )?;
     Ok(if dp.stats().requests > 0 {
         Outcome::Accepted
     } else {

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Requests held because the backend still maps their pages: answered (or
+//! failed with their ring) while the backend kept a grant of the caller's
+//! own page, they are not ended until it lets go, since ending one gives
+//! the page back to its owner (the page cache, an O_DIRECT buffer) while
+//! the backend could still write it. The data path holds them
+//! (`blkcore::datapath::DataPath::retry_held`); here they are retried from
+//! the disk's periodic work and, at removal, waited for. A data path taken
+//! down with requests held is parked on its ring until they end.
+
+use kernel::{
+    prelude::*,
+    time::{
+        delay::fsleep,
+        Delta, //
+    },
+};
+
+use super::{
+    BlockOps,
+    DoneList,
+    Ring,
+    RingState,
+    Rq, //
+};
+use crate::datapath::Io;
+
+impl<O: BlockOps> Ring<O> {
+    /// Keeps a taken-down data path whose requests are held (see
+    /// [`RingState::retry_held`]). Without memory to keep it, it is leaked:
+    /// its held requests then never end (removal waits for them), but no
+    /// page goes back while the backend can write it.
+    pub(super) fn park(&self, io: KBox<Io<Rq<O>>>) {
+        let mut st = self.state.lock();
+        if st.parked.reserve(1, GFP_ATOMIC).is_ok() {
+            if let Err(e) = st.parked.push_within_capacity(io) {
+                KBox::leak(e.0);
+            }
+        } else {
+            KBox::leak(io);
+        }
+    }
+
+    /// Tries again to end the requests held because the backend still
+    /// maps their pages; those it let go of fail now. Returns how many are
+    /// still held.
+    pub(crate) fn retry_held(&self) -> u32 {
+        let mut done = DoneList::new();
+        let (held, finished) = self.state.lock().retry_held(&mut done);
+        // Freeing a data path may sleep (vfree): after the lock.
+        drop(finished);
+        done.finish();
+        held
+    }
+
+    /// Waits until no request is held (see [`Ring::retry_held`]), retrying
+    /// every 100 ms: the block layer cannot delete the disk before they
+    /// end, and they cannot end before the backend unmaps their pages.
+    /// Bounded by the backend, as upstream's removal is; said every 10 s.
+    pub(crate) fn wait_held(&self) {
+        let mut tries = 0u32;
+        loop {
+            let held = self.retry_held();
+            if held == 0 {
+                return;
+            }
+            if tries % 100 == 0 {
+                dev_notice!(
+                    self.dev,
+                    "ring {}: waiting for the backend to unmap the pages of {} held requests\n",
+                    self.index,
+                    held
+                );
+            }
+            tries = tries.wrapping_add(1);
+            fsleep(Delta::from_millis(100));
+        }
+    }
+}
+
+impl<O: BlockOps> RingState<O> {
+    /// [`Ring::retry_held`] under the lock: the live data path's and the
+    /// parked ones'. Returns how many requests are still held, and one
+    /// parked data path that holds none any more, for the caller to free
+    /// after the lock.
+    fn retry_held(&mut self, done: &mut DoneList<O>) -> (u32, Option<KBox<Io<Rq<O>>>>) {
+        let mut held = 0u32;
+        if let Some(io) = self.io.as_deref_mut() {
+            io.dp.retry_held(&mut io.gt, &mut |rq, s| done.push(rq, s));
+            held = held.saturating_add(io.dp.held());
+        }
+        let mut finished = None;
+        for (i, io) in self.parked.iter_mut().enumerate() {
+            let io = &mut **io;
+            io.dp.retry_held(&mut io.gt, &mut |rq, s| done.push(rq, s));
+            let h = io.dp.held();
+            held = held.saturating_add(h);
+            if h == 0 && finished.is_none() {
+                finished = Some(i);
+            }
+        }
+        (held, finished.and_then(|i| self.parked.remove(i).ok()))
+    }
+}

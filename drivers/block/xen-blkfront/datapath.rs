@@ -178,8 +178,10 @@ pub(crate) struct Io<Rq> {
     pub(crate) dp: DataPath<KernelStorage, Frame, Rq>,
     pub(crate) gt: GrantTable,
     /// The frames handed to the data path (bounce frames, or a placeholder
-    /// and the slots' indirect pages); freed after `dp` and `gt`.
-    _pages: KVec<XenPage>,
+    /// and the slots' indirect pages); freed after `dp` and `gt`. With
+    /// bounce frames about a megabyte of handles on a large ring: a
+    /// vmalloc fallback rather than one high-order allocation.
+    _pages: KVVec<XenPage>,
     /// Start of the purge clock.
     epoch: Instant<Monotonic>,
 }
@@ -197,7 +199,7 @@ impl<Rq> Io<Rq> {
     ) -> Result<KBox<Self>> {
         let geo = Geometry::new(n, size, wire_max);
         let count = geo.frames(n.copy_data);
-        let mut pages = KVec::with_capacity(count, GFP_KERNEL)?;
+        let mut pages = KVVec::with_capacity(count, GFP_KERNEL)?;
         let mut frames = KVVec::with_capacity(count, GFP_KERNEL)?;
         for _ in 0..count {
             let p = XenPage::new()?;

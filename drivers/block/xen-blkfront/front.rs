@@ -272,7 +272,7 @@ fn params(dev: &Device, own: &Snapshot, conn: &Conn) -> Result<neg::FrontendPara
 /// `max-ring-page-order` upstream).
 fn negotiate_rings(dev: &Device, conn: &Conn) -> Result<neg::RingLayout, Reported> {
     let (backend, own) = read_snapshots(dev)?;
-    neg::negotiate_rings(&backend, &params(dev, &own, conn)?).or_fatal(dev, fmt!("ring limits"))
+    Ok(neg::negotiate_rings(&backend, &params(dev, &own, conn)?))
 }
 
 impl Info {
@@ -438,6 +438,15 @@ impl Info {
         let (backend, own) = read_snapshots(dev)?;
         let n = neg::negotiate(&backend, &params(dev, &own, conn)?)
             .or_fatal(dev, fmt!("negotiating"))?;
+        if let Some(first) = n.ignored.first {
+            dev_warn!(
+                dev.as_device(),
+                "ignoring {} optional backend key(s), defaults used; the first: {}\n",
+                n.ignored.count,
+                // blkcore's `KeyError` implements `core::fmt::Display`.
+                core::format_args!("{first}")
+            );
+        }
         if n.queues as usize != conn.active_rings || n.ring_pages != conn.ring_pages {
             dev.fatal(EPROTO, fmt!(
                 "backend changed its ring limits after InitWait ({} rings of {} pages set up, now {} of {})",

@@ -8,18 +8,22 @@
 //! extension keys `minimum-io-size` and `optimal-io-size` (bytes; see
 //! Documentation/). Differences from upstream, all deliberate:
 //!
-//! * malformed values are errors naming the key, not silent defaults
-//!   (see [`super::xenstore`]);
+//! * a malformed value of a key without which no I/O is possible
+//!   (`sectors`, `info`, `sector-size`) is an error naming the key; in any
+//!   other key it is ignored, its default used, and reported (see
+//!   [`Ignored`]); upstream uses the default silently;
 //! * `sector-size` must be a power of two in 512..=4096 and
 //!   `physical-sector-size` a power of two in `sector-size`..=64 KiB
 //!   (upstream hands anything to the block layer, which rejects only some);
+//! * the I/O size hints are at most [`MAX_IO_SIZE_HINT`];
 //! * `feature-max-indirect-segments` is additionally capped at the
 //!   protocol's limit ([`MAX_INDIRECT_SEGMENTS`]);
 //! * discard granularity/alignment are checked against the sector size.
 
 use super::blkif::{
-    BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST, BLKIF_MAX_SEGMENTS_PER_REQUEST, SECTOR_SIZE,
-    SEGS_PER_INDIRECT_FRAME, XENBUS_MAX_RING_GRANT_ORDER, XEN_PAGE_SIZE,
+    BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST, BLKIF_MAX_INDIRECT_SEGMENTS,
+    BLKIF_MAX_SEGMENTS_PER_REQUEST, SECTOR_SIZE, SEGS_PER_INDIRECT_FRAME,
+    XENBUS_MAX_RING_GRANT_ORDER, XEN_PAGE_SIZE,
 };
 use super::xenstore::{
     read_bool, read_frontend_bool, read_u32, require_u32, require_u64, KeyError, KeyedValues,
@@ -80,6 +84,11 @@ pub const BACKEND_KEYS: [&str; 16] = [
     KEY_MINIMUM_IO_SIZE,
     KEY_OPTIMAL_IO_SIZE,
 ];
+
+/// The keys without which no I/O is possible: a bad value in one of them
+/// fails the connection; in any other of [`BACKEND_KEYS`] it is ignored
+/// (see [`Ignored`]).
+pub const REQUIRED_KEYS: [&str; 3] = [KEY_SECTORS, KEY_INFO, KEY_SECTOR_SIZE];
 
 /// `info` bit: the disk is a CD-ROM (blkif.h `VDISK_CDROM`).
 pub const VDISK_CDROM: u32 = 0x1;
@@ -203,6 +212,33 @@ pub struct Negotiated {
     /// Bounce data through frontend-owned pages (grant + memcpy) instead
     /// of granting the bio pages directly. See [`negotiate`].
     pub copy_data: bool,
+    /// Optional keys whose values were rejected, their defaults used.
+    pub ignored: Ignored,
+}
+
+/// Optional backend keys whose values were rejected: each is ignored and
+/// its default used (as upstream's `xenbus_read_unsigned` does with a
+/// value it cannot parse), so that a backend's mistake in a feature or a
+/// hint costs the feature or the hint, never the disk (on a restore, the
+/// live disk and its mounted file systems). Only the keys without which no
+/// I/O is possible (`sectors`, `info`, `sector-size`) fail a connection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ignored {
+    /// How many keys were ignored.
+    pub count: u32,
+    /// The first of them, for the log line.
+    pub first: Option<KeyError>,
+}
+
+impl Ignored {
+    /// `r`'s value, or `default` with the error recorded.
+    fn or_default<T>(&mut self, r: Result<T, KeyError>, default: T) -> T {
+        r.unwrap_or_else(|e| {
+            self.count = self.count.saturating_add(1);
+            self.first.get_or_insert(e);
+            default
+        })
+    }
 }
 
 impl Negotiated {
@@ -252,24 +288,34 @@ pub struct RingLayout {
 
 /// Read only the ring keys (`multi-queue-max-queues`,
 /// `max-ring-page-order`) and apply the ring rules of [`negotiate`], which
-/// gives the same answer for the same directory.
-pub fn negotiate_rings(
+/// gives the same answer for the same directory (a key it cannot read
+/// counts as absent; [`negotiate`] reports it).
+pub fn negotiate_rings(backend: &impl KeyedValues, params: &FrontendParams) -> RingLayout {
+    ring_layout(backend, params, &mut Ignored::default())
+}
+
+fn ring_layout(
     backend: &impl KeyedValues,
     params: &FrontendParams,
-) -> Result<RingLayout, KeyError> {
-    let backend_queues = read_u32(backend, KEY_MULTI_QUEUE_MAX_QUEUES)?.unwrap_or(1);
+    ignored: &mut Ignored,
+) -> RingLayout {
+    let backend_queues = ignored
+        .or_default(read_u32(backend, KEY_MULTI_QUEUE_MAX_QUEUES), None)
+        .unwrap_or(1);
     let queues = backend_queues.min(params.max_queues).max(1);
-    let backend_order = read_u32(backend, KEY_MAX_RING_PAGE_ORDER)?.unwrap_or(0);
+    let backend_order = ignored
+        .or_default(read_u32(backend, KEY_MAX_RING_PAGE_ORDER), None)
+        .unwrap_or(0);
     let ring_page_order = backend_order
         .min(params.max_ring_page_order)
         .min(XENBUS_MAX_RING_GRANT_ORDER);
     // ring_page_order <= 4, so the shift cannot overflow.
     let ring_pages = 1u32.checked_shl(ring_page_order).unwrap_or(1);
-    Ok(RingLayout {
+    RingLayout {
         queues,
         ring_page_order,
         ring_pages,
-    })
+    }
 }
 
 fn err(backend: &impl KeyedValues, key: &'static str, reason: Reason) -> KeyError {
@@ -313,11 +359,12 @@ pub fn negotiate(
     backend: &impl KeyedValues,
     params: &FrontendParams,
 ) -> Result<Negotiated, KeyError> {
+    let mut ignored = Ignored::default();
     let RingLayout {
         queues,
         ring_page_order,
         ring_pages,
-    } = negotiate_rings(backend, params)?;
+    } = ring_layout(backend, params, &mut ignored);
 
     // Disk geometry.
     let sectors = require_u64(backend, KEY_SECTORS)?;
@@ -337,99 +384,37 @@ pub fn negotiate(
             },
         ));
     }
-    let physical_sector_size = read_u32(backend, KEY_PHYSICAL_SECTOR_SIZE)?.unwrap_or(sector_size);
-    if !physical_sector_size.is_power_of_two() {
-        return Err(err(
-            backend,
-            KEY_PHYSICAL_SECTOR_SIZE,
-            Reason::NotPowerOfTwo,
-        ));
-    }
-    if physical_sector_size < sector_size {
-        return Err(err(
-            backend,
-            KEY_PHYSICAL_SECTOR_SIZE,
-            Reason::LessThan {
-                key: KEY_SECTOR_SIZE,
-                value: u64::from(sector_size),
-            },
-        ));
-    }
-    if physical_sector_size > MAX_PHYSICAL_SECTOR_SIZE {
-        return Err(err(
-            backend,
-            KEY_PHYSICAL_SECTOR_SIZE,
-            Reason::OutOfRange {
-                min: u64::from(sector_size),
-                max: u64::from(MAX_PHYSICAL_SECTOR_SIZE),
-            },
-        ));
-    }
-
-    // I/O size hints (extension keys; 0 = not given).
-    let minimum_io_size = read_u32(backend, KEY_MINIMUM_IO_SIZE)?.filter(|&v| v != 0);
-    if let Some(min) = minimum_io_size {
-        if !min.is_power_of_two() {
-            return Err(err(backend, KEY_MINIMUM_IO_SIZE, Reason::NotPowerOfTwo));
-        }
-        if min % physical_sector_size != 0 {
-            return Err(err(
-                backend,
-                KEY_MINIMUM_IO_SIZE,
-                Reason::NotMultipleOf {
-                    key: KEY_PHYSICAL_SECTOR_SIZE,
-                    value: u64::from(physical_sector_size),
-                },
-            ));
-        }
-    }
-    let optimal_io_size = read_u32(backend, KEY_OPTIMAL_IO_SIZE)?.filter(|&v| v != 0);
-    if let Some(opt) = optimal_io_size {
-        if opt % physical_sector_size != 0 {
-            return Err(err(
-                backend,
-                KEY_OPTIMAL_IO_SIZE,
-                Reason::NotMultipleOf {
-                    key: KEY_PHYSICAL_SECTOR_SIZE,
-                    value: u64::from(physical_sector_size),
-                },
-            ));
-        }
-        if let Some(min) = minimum_io_size {
-            if opt < min {
-                return Err(err(
-                    backend,
-                    KEY_OPTIMAL_IO_SIZE,
-                    Reason::LessThan {
-                        key: KEY_MINIMUM_IO_SIZE,
-                        value: u64::from(min),
-                    },
-                ));
-            }
-        }
-    }
+    let physical_sector_size =
+        ignored.or_default(read_physical_sector_size(backend, sector_size), sector_size);
 
     // Features.
-    let barrier = read_bool(backend, KEY_FEATURE_BARRIER)?.unwrap_or(false);
-    let flush_cache = read_bool(backend, KEY_FEATURE_FLUSH_CACHE)?.unwrap_or(false);
-    let flush = if flush_cache {
+    let barrier = ignored.or_default(read_bool(backend, KEY_FEATURE_BARRIER), None);
+    let flush_cache = ignored.or_default(read_bool(backend, KEY_FEATURE_FLUSH_CACHE), None);
+    let flush = if flush_cache.unwrap_or(false) {
         Some(FlushKind::Flush)
-    } else if barrier {
+    } else if barrier.unwrap_or(false) {
         Some(FlushKind::Barrier)
     } else {
         None
     };
 
-    let discard = if read_bool(backend, KEY_FEATURE_DISCARD)?.unwrap_or(false) {
-        Some(read_discard(backend, sector_size)?)
+    let discard = if ignored
+        .or_default(read_bool(backend, KEY_FEATURE_DISCARD), None)
+        .unwrap_or(false)
+    {
+        ignored.or_default(read_discard(backend, sector_size).map(Some), None)
     } else {
         None
     };
 
-    let backend_persistent = read_bool(backend, KEY_FEATURE_PERSISTENT)?.unwrap_or(false);
+    let backend_persistent = ignored
+        .or_default(read_bool(backend, KEY_FEATURE_PERSISTENT), None)
+        .unwrap_or(false);
     let persistent = params.feature_persistent && backend_persistent;
 
-    let backend_segs = read_u32(backend, KEY_FEATURE_MAX_INDIRECT_SEGMENTS)?.unwrap_or(0);
+    let backend_segs = ignored
+        .or_default(read_u32(backend, KEY_FEATURE_MAX_INDIRECT_SEGMENTS), None)
+        .unwrap_or(0);
     let capped = backend_segs
         .min(
             params
@@ -448,6 +433,14 @@ pub fn negotiate(
         indirect_segments
     };
 
+    // I/O size hints (extension keys; 0 = not given).
+    let minimum_io_size =
+        ignored.or_default(read_minimum_io_size(backend, physical_sector_size), None);
+    let optimal_io_size = ignored.or_default(
+        read_optimal_io_size(backend, physical_sector_size, minimum_io_size),
+        None,
+    );
+
     Ok(Negotiated {
         queues,
         ring_page_order,
@@ -464,7 +457,131 @@ pub fn negotiate(
         minimum_io_size,
         optimal_io_size,
         copy_data: persistent || !params.trusted,
+        ignored,
     })
+}
+
+/// `physical-sector-size`: a power of two in `sector_size..=`
+/// [`MAX_PHYSICAL_SECTOR_SIZE`]; absent: `sector_size`.
+fn read_physical_sector_size(
+    backend: &impl KeyedValues,
+    sector_size: u32,
+) -> Result<u32, KeyError> {
+    let physical = read_u32(backend, KEY_PHYSICAL_SECTOR_SIZE)?.unwrap_or(sector_size);
+    if !physical.is_power_of_two() {
+        return Err(err(
+            backend,
+            KEY_PHYSICAL_SECTOR_SIZE,
+            Reason::NotPowerOfTwo,
+        ));
+    }
+    if physical < sector_size {
+        return Err(err(
+            backend,
+            KEY_PHYSICAL_SECTOR_SIZE,
+            Reason::LessThan {
+                key: KEY_SECTOR_SIZE,
+                value: u64::from(sector_size),
+            },
+        ));
+    }
+    if physical > MAX_PHYSICAL_SECTOR_SIZE {
+        return Err(err(
+            backend,
+            KEY_PHYSICAL_SECTOR_SIZE,
+            Reason::OutOfRange {
+                min: u64::from(sector_size),
+                max: u64::from(MAX_PHYSICAL_SECTOR_SIZE),
+            },
+        ));
+    }
+    Ok(physical)
+}
+
+/// The largest I/O size hint accepted: the largest request blkif can
+/// express (8 indirect pages of 512 segments of 4 KiB: 16 MiB). A larger
+/// size cannot be the one the disk works best at through blkif, and
+/// `optimal-io-size` sets the readahead window (twice it): a value near
+/// 4 GiB would read gigabytes ahead. SCSI's sd refuses an optimal transfer
+/// length above the maximum transfer length the same way
+/// (`sd_validate_opt_xfer_size`).
+pub const MAX_IO_SIZE_HINT: u32 = BLKIF_MAX_INDIRECT_SEGMENTS * XEN_PAGE_SIZE;
+
+fn at_most_max_hint(backend: &impl KeyedValues, key: &'static str, v: u32) -> Result<(), KeyError> {
+    if v > MAX_IO_SIZE_HINT {
+        return Err(err(
+            backend,
+            key,
+            Reason::OutOfRange {
+                min: 0,
+                max: u64::from(MAX_IO_SIZE_HINT),
+            },
+        ));
+    }
+    Ok(())
+}
+
+/// `minimum-io-size`: a power-of-two multiple of the physical sector size,
+/// at most [`MAX_IO_SIZE_HINT`]; absent or 0: `None`.
+fn read_minimum_io_size(
+    backend: &impl KeyedValues,
+    physical_sector_size: u32,
+) -> Result<Option<u32>, KeyError> {
+    let Some(min) = read_u32(backend, KEY_MINIMUM_IO_SIZE)?.filter(|&v| v != 0) else {
+        return Ok(None);
+    };
+    if !min.is_power_of_two() {
+        return Err(err(backend, KEY_MINIMUM_IO_SIZE, Reason::NotPowerOfTwo));
+    }
+    if min % physical_sector_size != 0 {
+        return Err(err(
+            backend,
+            KEY_MINIMUM_IO_SIZE,
+            Reason::NotMultipleOf {
+                key: KEY_PHYSICAL_SECTOR_SIZE,
+                value: u64::from(physical_sector_size),
+            },
+        ));
+    }
+    at_most_max_hint(backend, KEY_MINIMUM_IO_SIZE, min)?;
+    Ok(Some(min))
+}
+
+/// `optimal-io-size`: a multiple of the physical sector size, not below
+/// the minimum I/O size, at most [`MAX_IO_SIZE_HINT`]; absent or 0:
+/// `None`.
+fn read_optimal_io_size(
+    backend: &impl KeyedValues,
+    physical_sector_size: u32,
+    minimum_io_size: Option<u32>,
+) -> Result<Option<u32>, KeyError> {
+    let Some(opt) = read_u32(backend, KEY_OPTIMAL_IO_SIZE)?.filter(|&v| v != 0) else {
+        return Ok(None);
+    };
+    if opt % physical_sector_size != 0 {
+        return Err(err(
+            backend,
+            KEY_OPTIMAL_IO_SIZE,
+            Reason::NotMultipleOf {
+                key: KEY_PHYSICAL_SECTOR_SIZE,
+                value: u64::from(physical_sector_size),
+            },
+        ));
+    }
+    if let Some(min) = minimum_io_size {
+        if opt < min {
+            return Err(err(
+                backend,
+                KEY_OPTIMAL_IO_SIZE,
+                Reason::LessThan {
+                    key: KEY_MINIMUM_IO_SIZE,
+                    value: u64::from(min),
+                },
+            ));
+        }
+    }
+    at_most_max_hint(backend, KEY_OPTIMAL_IO_SIZE, opt)?;
+    Ok(Some(opt))
 }
 
 fn read_discard(backend: &impl KeyedValues, sector_size: u32) -> Result<Discard, KeyError> {

@@ -70,6 +70,7 @@ fn blkback_with_upstream_defaults() {
             minimum_io_size: None,
             optimal_io_size: None,
             copy_data: true,
+            ignored: Default::default(),
         }
     );
     assert_eq!(FrontendParams::default(), FrontendParams::UPSTREAM_DEFAULTS);
@@ -111,8 +112,20 @@ fn mandatory_keys_missing_are_named() {
     }
 }
 
+/// Negotiates `pairs`, which must succeed with exactly one optional key
+/// ignored: the result and that key's error.
+fn one_ignored(
+    pairs: &[(&str, &str)],
+    params: &FrontendParams,
+) -> (Negotiated, blkcore::xenstore::KeyError) {
+    let n = run(pairs, params).unwrap_or_else(|e| panic!("refused: {e}"));
+    assert_eq!(n.ignored.count, 1, "{:?}", n.ignored);
+    let e = n.ignored.first.expect("the ignored key");
+    (n, e)
+}
+
 #[test]
-fn every_key_rejects_junk_naming_it() {
+fn junk_fails_a_required_key_and_is_ignored_in_an_optional_one_naming_it() {
     for key in BACKEND_KEYS {
         for junk in [
             "",
@@ -123,8 +136,12 @@ fn every_key_rejects_junk_naming_it() {
             "0x10",
             "99999999999999999999999",
         ] {
-            let e = run(&with(BLKBACK, key, Some(junk)), &FrontendParams::default())
-                .expect_err(&format!("{key}={junk:?} accepted"));
+            let kv = with(BLKBACK, key, Some(junk));
+            let e = if REQUIRED_KEYS.contains(&key) {
+                run(&kv, &FrontendParams::default()).expect_err(&format!("{key}={junk:?} accepted"))
+            } else {
+                one_ignored(&kv, &FrontendParams::default()).1
+            };
             assert_eq!(e.key, key, "{key}={junk:?}");
             assert_eq!(e.side, Side::Backend);
             assert!(
@@ -180,31 +197,31 @@ fn sector_size_validation() {
 }
 
 #[test]
-fn physical_sector_size_validation() {
-    let e = run(
+fn bad_physical_sector_size_or_io_hint_is_ignored_for_its_default() {
+    let (n, e) = one_ignored(
         &with(BLKBACK, KEY_PHYSICAL_SECTOR_SIZE, Some("3000")),
         &FrontendParams::default(),
-    )
-    .unwrap_err();
+    );
+    assert_eq!(n.physical_sector_size, 512, "the sector size, as if absent");
     assert_eq!(
         e.to_string(),
         "backend key 'physical-sector-size' = '3000': not a power of two"
     );
     let four_k = with(BLKBACK, KEY_SECTOR_SIZE, Some("4096"));
-    let e = run(
+    let (n, e) = one_ignored(
         &with(&four_k, KEY_PHYSICAL_SECTOR_SIZE, Some("512")),
         &FrontendParams::default(),
-    )
-    .unwrap_err();
+    );
+    assert_eq!(n.physical_sector_size, 4096);
     assert_eq!(
         e.to_string(),
         "backend key 'physical-sector-size' = '512': less than sector-size (4096)"
     );
-    let e = run(
+    let (n, e) = one_ignored(
         &with(BLKBACK, KEY_PHYSICAL_SECTOR_SIZE, Some("131072")),
         &FrontendParams::default(),
-    )
-    .unwrap_err();
+    );
+    assert_eq!(n.physical_sector_size, 512);
     assert_eq!(
         e.reason,
         Reason::OutOfRange {
@@ -249,17 +266,20 @@ fn io_size_extension_keys() {
         "0 = not given"
     );
 
-    let e = run(&with(BLKBACK, KEY_MINIMUM_IO_SIZE, Some("12288")), &p).unwrap_err();
+    let (n, e) = one_ignored(&with(BLKBACK, KEY_MINIMUM_IO_SIZE, Some("12288")), &p);
+    assert_eq!((n.minimum_io_size, n.optimal_io_size), (None, None));
     assert_eq!(
         e.to_string(),
         "backend key 'minimum-io-size' = '12288': not a power of two"
     );
-    let e = run(&with(BLKBACK, KEY_MINIMUM_IO_SIZE, Some("2048")), &p).unwrap_err();
+    let (n, e) = one_ignored(&with(BLKBACK, KEY_MINIMUM_IO_SIZE, Some("2048")), &p);
+    assert_eq!(n.minimum_io_size, None);
     assert_eq!(
         e.to_string(),
         "backend key 'minimum-io-size' = '2048': not a multiple of physical-sector-size (4096)"
     );
-    let e = run(&with(BLKBACK, KEY_OPTIMAL_IO_SIZE, Some("6144")), &p).unwrap_err();
+    let (n, e) = one_ignored(&with(BLKBACK, KEY_OPTIMAL_IO_SIZE, Some("6144")), &p);
+    assert_eq!(n.optimal_io_size, None);
     assert_eq!(
         e.reason,
         Reason::NotMultipleOf {
@@ -267,7 +287,8 @@ fn io_size_extension_keys() {
             value: 4096
         }
     );
-    let e = run(&with(&base, KEY_OPTIMAL_IO_SIZE, Some("32768")), &p).unwrap_err();
+    let (n, e) = one_ignored(&with(&base, KEY_OPTIMAL_IO_SIZE, Some("32768")), &p);
+    assert_eq!((n.minimum_io_size, n.optimal_io_size), (Some(65536), None));
     assert_eq!(
         e.to_string(),
         "backend key 'optimal-io-size' = '32768': less than minimum-io-size (65536)"
@@ -275,6 +296,25 @@ fn io_size_extension_keys() {
     // Without minimum-io-size, any multiple of the physical size will do.
     let n = run(&with(BLKBACK, KEY_OPTIMAL_IO_SIZE, Some("4096")), &p).unwrap();
     assert_eq!(n.optimal_io_size, Some(4096));
+}
+
+#[test]
+fn io_size_hints_are_at_most_the_largest_blkif_request() {
+    let p = FrontendParams::default();
+    assert_eq!(MAX_IO_SIZE_HINT, 16 << 20);
+    let n = run(&with(BLKBACK, KEY_OPTIMAL_IO_SIZE, Some("16777216")), &p).unwrap();
+    assert_eq!((n.optimal_io_size, n.ignored.count), (Some(16 << 20), 0));
+    let (n, e) = one_ignored(&with(BLKBACK, KEY_OPTIMAL_IO_SIZE, Some("16781312")), &p);
+    assert_eq!(n.optimal_io_size, None);
+    assert_eq!(
+        e.to_string(),
+        "backend key 'optimal-io-size' = '16781312': out of range 0..=16777216"
+    );
+    let (n, e) = one_ignored(&with(BLKBACK, KEY_MINIMUM_IO_SIZE, Some("33554432")), &p);
+    assert_eq!((n.minimum_io_size, e.key), (None, KEY_MINIMUM_IO_SIZE));
+    // Near 4 GiB (the review's case): ignored, never a readahead of GiBs.
+    let (n, _) = one_ignored(&with(BLKBACK, KEY_OPTIMAL_IO_SIZE, Some("4294963200")), &p);
+    assert_eq!(n.optimal_io_size, None);
 }
 
 #[test]
@@ -340,15 +380,19 @@ fn discard_keys() {
             secure: true
         })
     );
-    let e = run(&with(BLKBACK, KEY_DISCARD_ALIGNMENT, Some("4096")), &p).unwrap_err();
+    let (n, e) = one_ignored(&with(BLKBACK, KEY_DISCARD_ALIGNMENT, Some("4096")), &p);
+    assert_eq!(n.discard, None, "discard off, the rest kept");
+    assert!(n.persistent);
     assert_eq!(
         e.to_string(),
         "backend key 'discard-alignment' = '4096': not less than discard-granularity (4096)"
     );
-    let e = run(&with(BLKBACK, KEY_DISCARD_ALIGNMENT, Some("100")), &p).unwrap_err();
+    let (n, e) = one_ignored(&with(BLKBACK, KEY_DISCARD_ALIGNMENT, Some("100")), &p);
+    assert_eq!(n.discard, None);
     assert_eq!(e.key, KEY_DISCARD_ALIGNMENT);
     let four_k = with(BLKBACK, KEY_SECTOR_SIZE, Some("4096"));
-    let e = run(&with(&four_k, KEY_DISCARD_GRANULARITY, Some("512")), &p).unwrap_err();
+    let (n, e) = one_ignored(&with(&four_k, KEY_DISCARD_GRANULARITY, Some("512")), &p);
+    assert_eq!(n.discard, None);
     assert_eq!(
         e.to_string(),
         "backend key 'discard-granularity' = '512': not a multiple of sector-size (4096)"
@@ -486,7 +530,7 @@ proptest! {
         let ring_only: Vec<(&str, &str)> = pairs.iter().copied()
             .filter(|(k, _)| *k == KEY_MAX_RING_PAGE_ORDER || *k == KEY_MULTI_QUEUE_MAX_QUEUES)
             .collect();
-        let r = negotiate_rings(&SliceValues(&ring_only), &p).unwrap();
+        let r = negotiate_rings(&SliceValues(&ring_only), &p);
         prop_assert_eq!(r, RingLayout { queues: n.queues, ring_page_order: n.ring_page_order, ring_pages: n.ring_pages });
     }
 

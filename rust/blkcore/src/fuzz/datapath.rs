@@ -236,6 +236,7 @@ pub(crate) fn negotiated(a: u8, b: u8) -> Negotiated {
         minimum_io_size: None,
         optimal_io_size: None,
         copy_data: persistent || a & 0x80 != 0,
+        ignored: Default::default(),
     }
 }
 

@@ -344,6 +344,7 @@ pub fn negotiated(
         minimum_io_size: None,
         optimal_io_size: None,
         copy_data: persistent || copy,
+        ignored: Default::default(),
     }
 }
 

@@ -533,7 +533,9 @@ fn read_minimum_io_size(
     if !min.is_power_of_two() {
         return Err(err(backend, KEY_MINIMUM_IO_SIZE, Reason::NotPowerOfTwo));
     }
-    if min % physical_sector_size != 0 {
+    // `checked_rem`: no division-by-zero panic path compiled in (objtool
+    // flags it), although the caller's size is a power of two.
+    if min.checked_rem(physical_sector_size) != Some(0) {
         return Err(err(
             backend,
             KEY_MINIMUM_IO_SIZE,
@@ -558,7 +560,7 @@ fn read_optimal_io_size(
     let Some(opt) = read_u32(backend, KEY_OPTIMAL_IO_SIZE)?.filter(|&v| v != 0) else {
         return Ok(None);
     };
-    if opt % physical_sector_size != 0 {
+    if opt.checked_rem(physical_sector_size) != Some(0) {
         return Err(err(
             backend,
             KEY_OPTIMAL_IO_SIZE,

@@ -97,6 +97,8 @@ pub struct Backend {
     holding: bool,
     held: Vec<(usize, BlkifResponse)>,
     last_answered: Option<BlkifResponse>,
+    /// When the read kept mapped (late-write-after-response) is written.
+    late_write_at: Option<Instant>,
     published: Stats,
     detach_since: Option<Instant>,
 }
@@ -125,8 +127,10 @@ impl Backend {
                 features.barrier = true;
             }
             // Data grants are mapped per request only without persistent
-            // grants.
-            Some(Scenario::KeepDataGrants) => features.persistent = false,
+            // grants (and only then are they the frontend's own pages).
+            Some(Scenario::KeepDataGrants | Scenario::LateWriteAfterResponse) => {
+                features.persistent = false
+            }
             _ => {}
         }
         let disk = Disk {
@@ -141,6 +145,8 @@ impl Backend {
             refuse_flush: cfg.scenario == Some(Scenario::FlushNotSupported),
             keep_data_grants: false,
             kept: Vec::new(),
+            keep_next_read: false,
+            late_read: None,
         };
         let fe = format!("/local/domain/{}/device/vbd/{}", cfg.domid, cfg.devid);
         let be = format!(
@@ -160,6 +166,7 @@ impl Backend {
             holding: false,
             held: Vec::new(),
             last_answered: None,
+            late_write_at: None,
             published: Stats::default(),
             detach_since: None,
             cfg,
@@ -174,6 +181,8 @@ impl Backend {
         self.xs.watch(&self.fe, "fe")?;
         self.xs.watch(&format!("{}/test-stop", self.be), "stop")?;
         loop {
+            // Never blocks for long: what acts on time (`strike_timed`)
+            // runs on every pass, quiet ring or not.
             let ready = wait_readable(&[self.xs.fd(), self.evt.fd()], 20);
             if ready.first() == Some(&true) {
                 self.xs.fired();
@@ -256,6 +265,10 @@ fn overwrite(nodes: &mut Vec<(&str, String)>, with: &[(&'static str, &str)]) {
 impl Drop for Backend {
     fn drop(&mut self) {
         for m in self.disk.kept.drain(..) {
+            let _ = self.disk.gnt.unmap(m);
+        }
+        // Detached before its late write: unmapped unwritten.
+        if let Some(m) = self.disk.late_read.take() {
             let _ = self.disk.gnt.unmap(m);
         }
     }

@@ -103,6 +103,12 @@ pub struct Disk {
     pub keep_data_grants: bool,
     /// Mappings kept on purpose (misbehaviour), unmapped at exit.
     pub kept: Vec<Mapping>,
+    /// The next read that succeeds keeps its per-request data mapping in
+    /// `late_read` instead of unmapping it (misbehaviour; once).
+    pub keep_next_read: bool,
+    /// That read's mapping: writable, as a read's data grants are mapped,
+    /// so the backend can still write into the frontend's pages.
+    pub late_read: Option<Mapping>,
 }
 
 impl Disk {
@@ -287,6 +293,9 @@ impl Disk {
         if let Some(m) = mapped {
             if self.keep_data_grants {
                 self.kept.push(m);
+            } else if self.keep_next_read && !write && ok {
+                self.keep_next_read = false;
+                self.late_read = Some(m);
             } else {
                 let _ = self.gnt.unmap(m);
             }

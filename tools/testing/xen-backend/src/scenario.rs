@@ -5,8 +5,19 @@
 //! disk is connected and I/O is in flight when the fault comes; the
 //! others strike in the keys, on flushes or at teardown ([`Strike`]).
 
+use std::time::Duration;
+
 /// Requests served well before a scenario strikes.
 pub const TRIGGER_AFTER: u64 = 64;
+
+/// How long after its response a read answered with its data grants still
+/// mapped has them written over (late-write-after-response): long enough
+/// for a frontend that ends the request at the response to have handed the
+/// pages back to their owner, who has read them by then.
+pub const LATE_WRITE_AFTER: Duration = Duration::from_secs(3);
+
+/// What that late write puts in every byte of the pages.
+pub const LATE_WRITE_BYTE: u8 = 0x5a;
 
 /// One misbehaviour.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +51,11 @@ pub enum Scenario {
     /// Data grants kept mapped after the response (persistent grants are
     /// not offered, so every data grant is mapped per request).
     KeepDataGrants,
+    /// The first read after the trigger answered OKAY with its data
+    /// grants still mapped; [`LATE_WRITE_AFTER`] later every byte of its
+    /// pages is written [`LATE_WRITE_BYTE`], then they are unmapped
+    /// (persistent grants are not offered, as for `KeepDataGrants`).
+    LateWriteAfterResponse,
     /// Nothing unmapped at disconnect: ring and grants stay mapped.
     KeepAllAtTeardown,
     /// Grant references the frontend never sent are mapped.
@@ -77,6 +93,7 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("closing-mid-io", Scenario::ClosingMidIo),
     ("killed", Scenario::Killed),
     ("keep-data-grants", Scenario::KeepDataGrants),
+    ("late-write-after-response", Scenario::LateWriteAfterResponse),
     ("keep-all-at-teardown", Scenario::KeepAllAtTeardown),
     ("map-unsent-grant", Scenario::MapUnsentGrant),
     ("sector-size-change", Scenario::SectorSizeChange),
@@ -153,6 +170,12 @@ impl Scenario {
             Scenario::Killed => (Trigger, Eio, true),
             // The first grant found still mapped breaks the ring.
             Scenario::KeepDataGrants => (Trigger, Eio, true),
+            // The read's pages must not go back to their owner while the
+            // backend can still write them: the frontend holds the read
+            // until the backend unmaps, then fails it (its caller never
+            // trusts the buffer); the grant found still mapped is a
+            // protocol error that breaks the ring, named once.
+            Scenario::LateWriteAfterResponse => (Trigger, Eio, true),
             Scenario::KeepAllAtTeardown => (Teardown, Succeeds, false),
             Scenario::MapUnsentGrant => (Trigger, Succeeds, false),
             // While Connected only `sectors` is read again: these two go

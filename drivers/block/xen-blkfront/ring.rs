@@ -367,11 +367,14 @@ impl<O: BlockOps> Ring<O> {
 
     /// The backend is gone for good (it went Closed): no response will
     /// come, so every request still in flight fails now instead of hanging
-    /// removal. Returns how many failed.
+    /// removal; the responses it wrote before it went are taken first (a
+    /// write it completed is not reported failed). Returns how many failed.
     pub(crate) fn fail_in_flight(&self) -> u32 {
         let mut done = DoneList::new();
         let failed = {
             let mut st = self.state.lock();
+            // Does nothing on a broken ring.
+            let _ = st.complete(self, &mut done);
             st.io.as_deref_mut().map_or(0, |io| {
                 io.dp
                     .fail_in_flight(&mut io.gt, &mut |rq, s| done.push(rq, s))

@@ -93,7 +93,10 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("closing-mid-io", Scenario::ClosingMidIo),
     ("killed", Scenario::Killed),
     ("keep-data-grants", Scenario::KeepDataGrants),
-    ("late-write-after-response", Scenario::LateWriteAfterResponse),
+    (
+        "late-write-after-response",
+        Scenario::LateWriteAfterResponse,
+    ),
     ("keep-all-at-teardown", Scenario::KeepAllAtTeardown),
     ("map-unsent-grant", Scenario::MapUnsentGrant),
     ("sector-size-change", Scenario::SectorSizeChange),

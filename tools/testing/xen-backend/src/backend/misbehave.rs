@@ -90,6 +90,23 @@ impl Backend {
                     self.disk.keep_data_grants = true;
                     self.fire("data grants stay mapped after their responses from now on");
                 }
+                // Armed by the first answer after the trigger, struck by
+                // the next read served (answered OKAY below, as if its
+                // pages were let go).
+                Scenario::LateWriteAfterResponse => {
+                    if self.disk.late_read.is_some() {
+                        self.late_write_at = Some(Instant::now() + scenario::LATE_WRITE_AFTER);
+                        self.fire(&format!(
+                            "read id {:#x} answered with its data grants still mapped: \
+                             {:#04x} written over them in {:?}, then unmapped",
+                            rsp.id,
+                            scenario::LATE_WRITE_BYTE,
+                            scenario::LATE_WRITE_AFTER
+                        ));
+                    } else {
+                        self.disk.keep_next_read = true;
+                    }
+                }
                 Scenario::Stall
                 | Scenario::AnswerAfterDisconnect
                 | Scenario::ClosingMidIo
@@ -149,6 +166,7 @@ impl Backend {
     /// The misbehaviours that act on time or on xenstore, not on a
     /// response.
     pub(super) fn strike_timed(&mut self) {
+        self.late_write();
         let since = self.fired.map(|t| t.elapsed());
         match (self.cfg.scenario, since) {
             (Some(Scenario::ClosingMidIo), Some(t))
@@ -193,6 +211,34 @@ impl Backend {
             .xs
             .write(&format!("{be}/state"), &CONNECTED.to_string());
         self.fire(&format!("{change:?} after Connected"));
+    }
+
+    /// late-write-after-response, once its time has come: every byte of
+    /// the read's pages written over, then they are unmapped. A frontend
+    /// that ended the read at its response has given them back to their
+    /// owner by now, who sees them change.
+    fn late_write(&mut self) {
+        if !self.late_write_at.is_some_and(|t| Instant::now() >= t) {
+            return;
+        }
+        self.late_write_at = None;
+        let Some(mut m) = self.disk.late_read.take() else {
+            return;
+        };
+        let bytes = m.bytes();
+        // A read's grants are mapped writable (`Disk::late_read`).
+        bytes.fill(scenario::LATE_WRITE_BYTE);
+        let pages = bytes.len() / 4096;
+        let unmapped = self.disk.gnt.unmap(m);
+        log(&format!(
+            "wrote {:#04x} over the {pages} page(s) of a read answered {:?} ago; unmap: {}",
+            scenario::LATE_WRITE_BYTE,
+            scenario::LATE_WRITE_AFTER,
+            match unmapped {
+                Ok(()) => "done".to_string(),
+                Err(e) => e.to_string(),
+            }
+        ));
     }
 
     /// Writes the withheld responses (answer-after-disconnect) while the

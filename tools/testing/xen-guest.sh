@@ -97,9 +97,13 @@ for b in sfdisk mkfs.ext4 dumpe2fs; do
     while IFS= read -r p; do files+=("$p"); done < <(binary_with_libs "$bp")
 done
 [ -f /etc/mke2fs.conf ] && files+=("/etc/mke2fs.conf:/etc/mke2fs.conf")
-# The CD-ROM ioctl probe (guest/cdrom-ioctl.c), static: no libraries to copy.
+# The CD-ROM ioctl probe (guest/cdrom-ioctl.c) and the check that no read
+# buffer changes after its completion (guest/late-write-check.c), static:
+# no libraries to copy.
 cc -static -O2 -o "$work/cdrom-ioctl" "$REPO/tools/testing/guest/cdrom-ioctl.c"
 files+=("$work/cdrom-ioctl:/bin/cdrom-ioctl")
+cc -static -O2 -o "$work/late-write-check" "$REPO/tools/testing/guest/late-write-check.c"
+files+=("$work/late-write-check:/bin/late-write-check")
 # DOMU_EXTRA_BINS: more host binaries (with their libraries), e.g. perf.
 for b in ${DOMU_EXTRA_BINS:-}; do
     while IFS= read -r p; do files+=("$p"); done < <(binary_with_libs "$b")

@@ -66,7 +66,7 @@ fio_failed() {
 # special SCENARIO WHO: what a scenario must show beyond surviving, while
 # the disk is up (sets SPECIAL; a check for ours).
 special() {
-    local s=$1 who=$2 b0 b1 wc
+    local s=$1 who=$2 b0 b1 wc rc
     SPECIAL=
     case $s in
         barrier-only)
@@ -79,6 +79,16 @@ special() {
             SPECIAL="flushes refused: $((b1 - b0)), then sent after the refusal: $((wc - b1)), write_cache '$(q $US_DISK write_cache)'"
             [ $who = ours ] && check "$s: ours stops flushing once the backend refused ($SPECIAL)" \
                 [ "$b1" -gt "$b0" -a "$wc" = "$b1" ] ;;
+        late-write-after-response)
+            # 96 blocks: the backend strikes during the writes, so the first
+            # read is the one it answers with its pages still mapped and
+            # writes 3 s later; 6 s outlasts that. Bounded: a driver that
+            # never ends that read leaves the program blocked in it (its
+            # line comes at its end: none yet).
+            bounded 60 late-write-check /dev/$US_DISK 96 6 > /tmp/lw.out 2>&1; rc=$?
+            SPECIAL=$(head -1 /tmp/lw.out)
+            SPECIAL=${SPECIAL:-late-write-check still running after 60 s}
+            [ $who = ours ] && check "$s: no buffer ours handed back changes after completion ($SPECIAL)" [ $rc = 0 ] ;;
     esac
 }
 

@@ -218,7 +218,7 @@ impl Backend {
     /// that ended the read at its response has given them back to their
     /// owner by now, who sees them change.
     fn late_write(&mut self) {
-        if !self.late_write_at.is_some_and(|t| Instant::now() >= t) {
+        if self.late_write_at.is_none_or(|t| Instant::now() < t) {
             return;
         }
         self.late_write_at = None;

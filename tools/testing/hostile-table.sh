@@ -86,9 +86,9 @@ Linux's C xen-blkfront (guest/xen-hostile.sh; C in boots of its own, the
 same Xen and domU setup, one more boot after each hang): the backend
 behaves until the frontend has sent 64 requests, fio has requests in flight
 when it strikes, then the vbd is detached as \`xl block-detach\` does.
-Suite 35-debug-xen runs three of them again for ours on the
-debug kernel (KASAN, lockdep, kmemleak; all 23 passed there once, with no
-report).
+Suite 35-debug-xen runs four of them again for ours on the
+debug kernel (KASAN, lockdep, kmemleak; all of them passed there once,
+with no report).
 
 - **survives**: no oops or kernel warning, fio ended (with an I/O error or
   success) within 40 s of the detach (the same bound for both), the disk went away, the

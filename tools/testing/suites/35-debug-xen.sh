@@ -11,13 +11,15 @@
 #    injection and the backend's detach, and the HVM guards (a CD-ROM vbd
 #    left alone);
 #  - hostile-backend scenarios (guest/xen-hostile.sh; the paths that free
-#    or fail something belong under the checkers; suite 20 runs all 23 on
-#    the test kernel), one for each such path of ours: a bad response id
-#    (the ring broken, what is in flight failed), the backend killed
-#    (removal with requests in flight and the backend gone), everything
-#    kept mapped at teardown (deferred grant release). Each takes about
+#    or fail something belong under the checkers; suite 20 runs all of
+#    them on the test kernel), one for each such path of ours: a bad
+#    response id (the ring broken, what is in flight failed), the backend
+#    killed (removal with requests in flight and the backend gone),
+#    everything kept mapped at teardown (deferred grant release), a read's
+#    pages written after its answer (the request held until the backend
+#    unmaps, the data path parked, removal waiting). Each takes about
 #    110 s here (KASAN domU under TCG, with the checks of what each must
-#    show), so all 23 would add about 37 minutes to a run whose warm total
+#    show), so all 24 would add about 37 minutes to a run whose warm total
 #    is about 35 (the budget is 45): the others run on the test kernel in
 #    suite 20 (where the console scan still catches any WARN or oops), and
 #    all of them under the checkers with
@@ -44,7 +46,7 @@ if ! (cd "$REPO" && cargo build --release -q -p xen-backend); then
 fi
 # The backend must still offer every one (a renamed
 # scenario fails here rather than silently drop out).
-scenarios=${HOSTILE_DEBUG_SCENARIOS:-id-out-of-range,killed,keep-all-at-teardown}
+scenarios=${HOSTILE_DEBUG_SCENARIOS:-id-out-of-range,killed,keep-all-at-teardown,late-write-after-response}
 list=$("$REPO/target/release/blkif-backend" --list)
 [ "$scenarios" != all ] || scenarios=$(echo "$list" | awk '{ print $1 }' | paste -sd,)
 offered=" $(echo "$list" | awk '{ print $1 }' | tr '\n' ' ') "

@@ -131,6 +131,10 @@ impl Backend {
             Some(Scenario::KeepDataGrants | Scenario::LateWriteAfterResponse) => {
                 features.persistent = false
             }
+            // Its `feature-persistent` is "yes", which a frontend reads as
+            // absent: this backend then behaves as one without them (the
+            // garbage is in the keys, not in how it serves).
+            Some(Scenario::GarbageOptionalKeys) => features.persistent = false,
             _ => {}
         }
         let disk = Disk {

@@ -315,10 +315,10 @@ us_stats_at_least() {
 us_stats() {
     local be; be=$(xs_read "device/vbd/${US_DEVID:-51728}/backend") || return 1
     # No node yet: nothing served yet.
-    set -- "$1" $(xs_read "$be/test-stats" || echo 0 0 0 0 0 0 0 0 0)
+    set -- "$1" $(xs_read "$be/test-stats" || echo 0 0 0 0 0 0 0 0 0 0)
     case $1 in
         requests) echo "$2" ;; reads) echo "$3" ;; writes) echo "$4" ;; flushes) echo "$5" ;;
         barriers) echo "$6" ;; discards) echo "$7" ;; errors) echo "$8" ;; indirect) echo "$9" ;;
-        persistent) echo "${10}" ;;
+        persistent) echo "${10}" ;; barrier_writes) echo "${11}" ;;
     esac
 }

@@ -66,12 +66,14 @@ fio_failed() {
 # special SCENARIO WHO: what a scenario must show beyond surviving, while
 # the disk is up (sets SPECIAL; a check for ours).
 special() {
-    local s=$1 who=$2 b0 b1 wc rc
+    local s=$1 who=$2 b0 b1 wc rc rc2
     SPECIAL=
     case $s in
         barrier-only)
-            b0=$(us_stats barriers); dsync_writes $US_DISK 16 128M > /dev/null 2>&1; b1=$(us_stats_at_least barriers $((b0 + 16)))
-            SPECIAL="16 O_DSYNC writes: backend barriers $b0 -> $b1"
+            # Barriers that carry the write: empty ones (a pre-flush) do
+            # not make the write itself durable.
+            b0=$(us_stats barrier_writes); dsync_writes $US_DISK 16 128M > /dev/null 2>&1; b1=$(us_stats_at_least barrier_writes $((b0 + 16)))
+            SPECIAL="16 O_DSYNC writes: backend barriers with data $b0 -> $b1"
             [ $who = ours ] && check "$s: ours sends each forced write as a barrier ($SPECIAL)" [ "$b1" -ge $((b0 + 16)) ] ;;
         flush-not-supported)
             b0=$(us_stats flushes); dsync_writes $US_DISK 4 128M > /dev/null 2>&1; b1=$(us_stats_at_least flushes $((b0 + 1)))
@@ -79,6 +81,12 @@ special() {
             SPECIAL="flushes refused: $((b1 - b0)), then sent after the refusal: $((wc - b1)), write_cache '$(q $US_DISK write_cache)'"
             [ $who = ours ] && check "$s: ours stops flushing once the backend refused ($SPECIAL)" \
                 [ "$b1" -gt "$b0" -a "$wc" = "$b1" ] ;;
+        flush-error)
+            b0=$(us_stats flushes); dsync_writes $US_DISK 4 128M > /dev/null 2>&1; rc=$?; b1=$(us_stats_at_least flushes $((b0 + 1)))
+            dsync_writes $US_DISK 4 128M > /dev/null 2>&1; rc2=$?; wc=$(us_stats_at_least flushes $((b1 + 1)))
+            SPECIAL="4 O_DSYNC writes: exit $rc, flushes $b0 -> $b1; again: exit $rc2, flushes -> $wc; write_cache '$(q $US_DISK write_cache)'"
+            [ $who = ours ] && check "$s: ours fails the forced writes whose flush failed and goes on flushing ($SPECIAL)" \
+                [ "$rc" != 0 -a "$rc2" != 0 -a "$b1" -gt "$b0" -a "$wc" -gt "$b1" ] ;;
         late-write-after-response)
             # 96 blocks: the backend strikes during the writes, so the first
             # read is the one it answers with its pages still mapped and

@@ -147,6 +147,7 @@ impl Backend {
             persistent: HashMap::new(),
             stats: Stats::default(),
             refuse_flush: cfg.scenario == Some(Scenario::FlushNotSupported),
+            fail_flush: cfg.scenario == Some(Scenario::FlushError),
             keep_data_grants: false,
             kept: Vec::new(),
             keep_next_read: false,

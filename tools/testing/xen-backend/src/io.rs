@@ -58,14 +58,18 @@ pub struct Stats {
     pub indirect: u64,
     /// Grants held mapped as persistent grants now.
     pub persistent: u64,
+    /// Barriers that carried data (a forced write sent as a barrier; the
+    /// empty ones are flushes).
+    pub barrier_writes: u64,
 }
 
 impl Stats {
     /// "requests reads writes flushes barriers discards errors indirect
-    /// persistent", the form `xs_read` in guest/common.sh parses.
+    /// persistent barrier_writes", the form `us_stats` in guest/common.sh
+    /// parses.
     pub fn line(&self) -> String {
         format!(
-            "{} {} {} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {} {} {}",
             self.requests,
             self.reads,
             self.writes,
@@ -74,7 +78,8 @@ impl Stats {
             self.discards,
             self.errors,
             self.indirect,
-            self.persistent
+            self.persistent,
+            self.barrier_writes
         )
     }
 }
@@ -99,6 +104,8 @@ pub struct Disk {
     pub stats: Stats,
     /// Flushes answered `BLKIF_RSP_EOPNOTSUPP` although offered.
     pub refuse_flush: bool,
+    /// Flushes answered `BLKIF_RSP_ERROR` (they carry no data).
+    pub fail_flush: bool,
     /// Data grants are not unmapped after the response (kept here).
     pub keep_data_grants: bool,
     /// Mappings kept on purpose (misbehaviour), unmapped at exit.
@@ -151,6 +158,9 @@ impl Disk {
         if self.refuse_flush {
             return BLKIF_RSP_EOPNOTSUPP;
         }
+        if self.fail_flush {
+            return BLKIF_RSP_ERROR;
+        }
         status(self.file.sync_data().is_ok())
     }
 
@@ -163,6 +173,7 @@ impl Disk {
             return BLKIF_RSP_ERROR;
         }
         if !segs.is_empty() {
+            self.stats.barrier_writes += 1;
             let st = self.rw(true, sector, segs);
             if st != BLKIF_RSP_OKAY {
                 return st;

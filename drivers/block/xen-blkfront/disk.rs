@@ -226,6 +226,7 @@ impl blkmq::Operations for BlkOps {
             Ok(()) | Err(QueueError::Nothing) => Ok(()),
             Err(QueueError::Busy) => Err(blkmq::Status::RESOURCE),
             Err(QueueError::Io) => Err(blkmq::Status::IOERR),
+            Err(QueueError::NotSupp) => Err(blkmq::Status::NOTSUPP),
         }
     }
 
@@ -580,10 +581,9 @@ impl Disk {
         self.gd.set_capacity_and_notify(sectors);
     }
 
-    /// Deletes the disk (waits for the queue to drain, requests held for
-    /// their pages too). Bios waiting to be sent again are submitted first
-    /// (they fail at once if the rings are dead); the queue's drain covers
-    /// any requeued after that.
+    /// Deletes the disk (waits for the queue to drain, held requests too).
+    /// Bios waiting to be sent again are submitted first (they fail at once
+    /// if the rings are dead); the queue's drain covers any requeued after.
     pub(crate) fn remove(self) {
         self.queues.requeue.flush();
         for r in self.queues.rings.iter() {

@@ -257,6 +257,9 @@ pub enum QueueError {
     /// Complete it successfully without sending it (flush without a
     /// backend flush feature, like upstream).
     Nothing,
+    /// Fail it as not supported: a discard the backend does not offer, or
+    /// withdrew (fstrim then says "not supported", not an I/O error).
+    NotSupp,
 }
 
 /// How a request ended (the kernel maps it to `blk_status_t`).

@@ -253,7 +253,7 @@ fn a_refused_discard_is_not_supported_and_withdraws_discards() {
     assert!(!rig.dp.discards());
     assert!(rig.dp.take_notes().discard);
     assert!(!rig.dp.take_notes().discard, "reported once");
-    assert_eq!(rig.submit(2, discard(false), &[]), Err(QueueError::Io));
+    assert_eq!(rig.submit(2, discard(false), &[]), Err(QueueError::NotSupp));
 }
 
 #[test]
@@ -264,7 +264,7 @@ fn a_discard_without_the_feature_or_of_nothing_is_refused() {
         nr_sectors: 8,
         secure: false,
     };
-    assert_eq!(rig.submit(1, d, &[]), Err(QueueError::Io));
+    assert_eq!(rig.submit(1, d, &[]), Err(QueueError::NotSupp));
     let mut rig = Rig::new(negotiated(false, true, 0, None, true));
     let empty = Request::Discard {
         sector: 0,

@@ -110,7 +110,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         entry: &mut RingEntryBytes,
     ) -> Result<u32, QueueError> {
         let Some(d) = self.n.discard else {
-            return Err(QueueError::Io);
+            return Err(QueueError::NotSupp);
         };
         let id = self.alloc_id(BLKIF_OP_DISCARD, false, 0)?;
         match encode_discard(u64::from(id), sector, nr_sectors, secure && d.secure) {

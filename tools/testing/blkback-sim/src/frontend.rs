@@ -64,6 +64,8 @@ pub enum FrontError {
     /// Completed without reaching the backend (flush without a flush
     /// feature).
     Nothing,
+    /// Not supported (a discard without the backend's discard feature).
+    NotSupp,
     /// The backend broke the protocol: the ring is disabled and every
     /// request in flight ended with an I/O error.
     Broken(Fault),
@@ -232,6 +234,7 @@ impl Frontend {
             Err((_, QueueError::Busy)) => Err(FrontError::Busy),
             Err((_, QueueError::Io)) => Err(FrontError::Io),
             Err((_, QueueError::Nothing)) => Err(FrontError::Nothing),
+            Err((_, QueueError::NotSupp)) => Err(FrontError::NotSupp),
         }
     }
 
@@ -275,8 +278,23 @@ impl Frontend {
     }
 
     /// Device removal: revokes every grant (requests in flight are
-    /// dropped); returns the deferred ones.
+    /// dropped, except those held while the backend maps their pages);
+    /// returns the deferred ones.
     pub fn teardown(&mut self, gt: &mut GrantTable) -> u32 {
         self.dp.take_down(gt, |_| {})
+    }
+
+    /// Requests held because the backend still maps their pages.
+    pub fn held(&self) -> u32 {
+        self.dp.held()
+    }
+
+    /// The kernel's periodic retry of held requests: those whose pages
+    /// the backend let go of end now.
+    pub fn retry_held(&mut self, gt: &mut GrantTable) -> Vec<Done> {
+        let mut done = Vec::new();
+        self.dp
+            .retry_held(gt, &mut |tag, status| done.push(Done { tag, status }));
+        done
     }
 }

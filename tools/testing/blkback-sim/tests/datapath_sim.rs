@@ -5,7 +5,7 @@
 use blkback_sim::backend::{BackendConfig, MAX_INDIRECT_SEGMENTS, MAX_PERSISTENT_GRANTS};
 use blkback_sim::frontend::{BlockRequest, FrontError, FrontendConfig};
 use blkback_sim::harness::{Sim, SimConfig};
-use blkcore::datapath::{Fault, Request};
+use blkcore::datapath::{Fault, Request, Status};
 use blkcore::mapping::Piece;
 use proptest::prelude::*;
 
@@ -237,11 +237,23 @@ fn backend_keeping_grants_without_persistent_is_an_error() {
             matches!(err, FrontError::Broken(Fault::StillMapped(_))),
             "trusted {trusted}: {err:?}"
         );
-        assert_eq!(s.front.grant_stats().deferred, 1, "trusted {trusted}");
-        assert_eq!(s.front.grant_stats().in_use, 0, "trusted {trusted}");
-        // Teardown still releases it once the backend goes away.
+        let g = s.front.grant_stats();
+        if trusted {
+            // The request's own page: held, its grant neither ended nor
+            // deferred, until the backend lets go.
+            assert_eq!((g.deferred, g.in_use, s.front.held()), (0, 1, 1));
+        } else {
+            // A bounce frame: deferred and retired; the request ended.
+            assert_eq!((g.deferred, g.in_use, s.front.held()), (1, 0, 0));
+        }
+        // Teardown keeps the held request; once the backend goes away it
+        // ends with an I/O error and nothing is left granted.
         s.front.teardown(&mut s.gt);
         s.back.disconnect(&mut s.gt);
+        let ended = s.front.retry_held(&mut s.gt);
+        assert_eq!(ended.len(), usize::from(trusted), "trusted {trusted}");
+        assert!(ended.iter().all(|d| d.status == Status::IoErr));
+        assert_eq!(s.front.held(), 0, "trusted {trusted}");
         assert_eq!(s.gt.live_grants(), 0, "trusted {trusted}");
     }
 }

@@ -113,7 +113,14 @@ pub(crate) struct Ring<O: BlockOps> {
     /// The xenbus device, for log lines that name it.
     dev: ARef<kernel::device::Device>,
     /// The request being queued, mapped or granted by the block glue
-    /// before it takes the ring lock (see [`Scratch`]).
+    /// before it takes the ring lock (see [`Scratch`]). A plain spinlock,
+    /// taken only by `queue_rq` and at connect, neither in interrupt
+    /// context: blk-mq dispatches from the submitter's process context or
+    /// from kblockd's work (`submit_bio` may sleep for a tag or a frozen
+    /// queue, so nobody submits from an interrupt), and nothing here runs
+    /// a hardware queue from the interrupt handler (an ended request
+    /// restarts the queue asynchronously). So no softirq on this CPU can
+    /// enter `queue_rq` while it is held; lockdep would report one.
     #[pin]
     pub(crate) scratch: SpinLock<Scratch>,
     #[pin]

@@ -444,7 +444,7 @@ mod tests {
     }
 
     #[test]
-    fn fua_writes_reach_the_ring_as_fua() {
+    fn block_requests_map_to_ring_requests_with_their_fua_flag() {
         use super::blkcore::datapath::Request;
         use super::blkmq::ReqOp;
         use super::disk::ring_request;

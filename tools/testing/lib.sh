@@ -24,13 +24,15 @@ QEMU_LINUX=(qemu-system-x86_64 -accel tcg,thread=single -cpu qemu64)
 log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 die() { echo "error: $*" >&2; exit 1; }
 # The preamble of a suite on Debian's stock kernel: its label L, RESULTS
-# and LOGDIR (run-tests.sh's, or the defaults), the release KREL; `rec
-# VERDICT TEXT` records one check under the label.
+# and LOGDIR (run-tests.sh's, or the defaults), the release KREL (and
+# OTHER_KREL, a kernel our modules are not built for); `rec VERDICT TEXT`
+# records one check under the label.
 debian_suite() { # LABEL
     L=$1
     RESULTS=${RESULTS:-$CACHE/results.txt}
     LOGDIR=${LOGDIR:-$CACHE/logs}
     KREL=${DISTRO_KREL:-7.3.4+deb13-amd64}
+    OTHER_KREL=${DISTRO_OTHER_KREL:-7.2.12+deb13-amd64}
     mkdir -p "$LOGDIR"
 }
 rec() { echo "$1 $L: $2" >> "$RESULTS"; }

@@ -7,6 +7,10 @@
 #   blkfront_test=installed  package installed: ours drives the root disk;
 #                            writes a marker file for the next boot
 #   blkfront_test=reboot     the marker reads back, still ours
+#   blkfront_test=other      a kernel our modules are not built for (the
+#                            next kernel upload), package installed: the C
+#                            driver drives the root disk, the marker reads
+#                            back
 #   blkfront_test=removed    the C driver drives the root disk again, the
 #                            marker still reads back
 #   blkfront_disk=vda|xvda  blkfront_ours=<module>  blkfront_c=<module>
@@ -34,6 +38,7 @@ expect_eq "root file system mounted from /dev/$disk" "$(root_line)" "/dev/$disk 
 check "root file system mounted read-write" root_rw
 case $phase in
 installed | reboot) want=$ours other=$cdrv ;;
+# other, removed: the C driver.
 *) want=$cdrv other=$ours ;;
 esac
 expect_eq "$disk driven by $want" "$(disk_module "$disk")" "$want"
@@ -43,14 +48,19 @@ echo "DMESG:"; dmesg 2>&1 | grep -E "$want|$disk|dmesg" | head -8
 case $phase in
 installed)
     check "package $pkg installed" sh -c "dpkg-query -W -f='\${Status}' $pkg | grep -q 'ok installed'"
-    # The initramfs loaded ours by alias: the blacklist kept the C driver out.
-    check "modprobe.d file in effect (C driver blacklisted)" sh -c "modprobe -c | grep -qx 'blacklist $cdrv'"
+    # The initramfs loaded ours by alias: a load of the C driver loads ours.
+    check "modprobe.d file in effect (a load of $cdrv loads $ours)" sh -c "modprobe -c | grep -q '^install $cdrv .*$ours'"
     # Read back by the next boot (the check is there).
     { head -c 4M /dev/urandom > $marker && sha256sum $marker > $marker.sha256 && sync; } ||
         not_ok "writing the marker file"
     ;;
 reboot)
     check "marker file written before the reboot reads back" sha256sum -c --quiet $marker.sha256
+    ;;
+other)
+    check "marker file reads back on the C driver" sha256sum -c --quiet $marker.sha256
+    check "$krel has no module $ours" sh -c "! modinfo -F filename $ours > /dev/null 2>&1"
+    check "modprobe.d file in effect here too (a load of $cdrv tries $ours first)" sh -c "modprobe -c | grep -q '^install $cdrv .*$ours'"
     ;;
 removed)
     check "marker file reads back on the C driver" sha256sum -c --quiet $marker.sha256

@@ -15,6 +15,11 @@
 #     domU booting Debian's vmlinuz and the same initramfs:
 #     reboot     xen_blkfront_rs drives xvda from the first mount,
 #                xen-blkfront not loaded; the marker reads back;
+#   other      Debian's other kernel (OTHER_KREL, installed in the root
+#              beside KREL: the next kernel upload, which our modules are
+#              not built for), its initramfs made with the package
+#              installed: the C driver drives vda, and as a Xen PV domU
+#              xvda, the marker reads back;
 #   then `dpkg -r` in the image (mounted on the host: its postrm rebuilds
 #   the initramfs without ours; under TCG update-initramfs takes minutes,
 #   the maintainer scripts are the same), and virtio again:
@@ -63,15 +68,28 @@ for m in virtio_blk_rs xen_blkfront_rs; do
         rec pass "modinfo -k $KREL finds $m in updates/ (depmod ran)" ||
         rec fail "modinfo -k $KREL $m: '$f'"
 done
-# modprobe by alias with the blacklist applied, as udev loads a driver
-# (dry run): ours is what gets loaded, and only ours (both modules carry the
-# alias; without the modprobe.d file the C driver would load too).
+# modprobe by alias, as udev loads a driver (dry run): ours is the only
+# module inserted (both modules carry the alias; the C driver's load runs
+# the modprobe.d file's install command, which loads ours instead).
 for a in "virtio:d00000002v00001AF4 virtio_blk_rs" "xen:vbd xen_blkfront_rs"; do
     set -- $a
     got=$(inroot modprobe -S "$KREL" -b -n -v "$1" 2>&1 | sed -n 's|^insmod .*/\([^/]*\)\.ko.*|\1|p' | tr '\n' ' ')
     [ "$got" = "$2 " ] && rec pass "modprobe -b $1 loads $2, and only it" ||
         rec fail "modprobe -b -n $1 would load '$got', want $2 only"
 done
+# The next kernel's initramfs, made with the package installed (as the
+# kernel's postinst or any initramfs trigger makes it): the C drivers, the
+# modprobe.d file, none of ours.
+if inroot update-initramfs -u -k "$OTHER_KREL" > "$LOGDIR/$L-other-initramfs.log" 2>&1; then
+    lso=$(inroot lsinitramfs "/boot/initrd.img-$OTHER_KREL")
+    grep -q '/virtio_blk\.ko' <<< "$lso" && grep -q '/xen-blkfront\.ko' <<< "$lso" &&
+        grep -q 'lib/modprobe.d/blkfront-rs.conf$' <<< "$lso" &&
+        ! grep -qE '/(virtio_blk_rs|xen_blkfront_rs)\.ko' <<< "$lso" &&
+        rec pass "$OTHER_KREL's initramfs: both C drivers and the modprobe.d file, none of ours" ||
+        rec fail "$OTHER_KREL's initramfs: want both C drivers, the modprobe.d file and none of ours"
+else
+    rec fail "update-initramfs -k $OTHER_KREL with the package installed (log $LOGDIR/$L-other-initramfs.log)"
+fi
 lsi=$(inroot lsinitramfs "/boot/initrd.img-$KREL")
 for f in virtio_blk_rs.ko xen_blkfront_rs.ko lib/modprobe.d/blkfront-rs.conf; do
     # A here-string, not `echo | grep -q`: under pipefail grep's early exit
@@ -86,6 +104,8 @@ cp "$T/guest/common.sh" "$R/guest/common.sh"
 install -m 755 "$T/guest/deploy-boot.sh" "$R/usr/local/sbin/blkfront-deploy-check"
 cp "$R/boot/vmlinuz-$KREL" "$work/vmlinuz"
 cp "$R/boot/initrd.img-$KREL" "$work/initrd.installed"
+cp "$R/boot/vmlinuz-$OTHER_KREL" "$work/vmlinuz.other"
+cp "$R/boot/initrd.img-$OTHER_KREL" "$work/initrd.other"
 img=$work/root.img
 truncate -s $(( $(du -sm "$R" | cut -f1) + 1024 ))M "$img"
 mke2fs -q -t ext4 -L root -d "$R" "$img" || { rec fail "mke2fs -d of the trixie root"; exit 1; }
@@ -94,13 +114,14 @@ rm -rf "$R"
 args() { # PHASE DISK OURS C
     echo "init=/usr/local/sbin/blkfront-deploy-check blkfront_test=$1 blkfront_disk=$2 blkfront_ours=$3 blkfront_c=$4"
 }
-# boot_virtio PHASE INITRD: Debian's vmlinuz, root on a virtio-blk disk.
+# boot_virtio PHASE INITRD [VMLINUZ]: Debian's vmlinuz (KREL's by default),
+# root on a virtio-blk disk.
 boot_virtio() {
-    local phase=$1 initrd=$2 log=$LOGDIR/$L-virtio-$1.log
-    log "deploy: booting Debian's $KREL from vda ($phase), log $log"
+    local phase=$1 initrd=$2 kernel=${3:-$work/vmlinuz} log=$LOGDIR/$L-virtio-$1.log
+    log "deploy: booting Debian's $(basename "$kernel") from vda ($phase), log $log"
     timeout --foreground -k 5 "${DEPLOY_TIMEOUT:-600}" "${QEMU_LINUX[@]}" -smp 2 -m 1024 \
         -nographic -monitor none -serial stdio -no-reboot \
-        -kernel "$work/vmlinuz" -initrd "$initrd" \
+        -kernel "$kernel" -initrd "$initrd" \
         -append "root=/dev/vda rw console=ttyS0 panic=-1 loglevel=5 $(args "$phase" vda virtio_blk_rs virtio_blk)" \
         -drive "file=$img,if=none,id=root,format=raw,cache=unsafe" -device virtio-blk-pci,drive=root \
         < /dev/null > "$log" 2>&1
@@ -113,6 +134,13 @@ if [ "${DEPLOY_XEN:-1}" = 1 ]; then
     VBD0_IMAGE=$img DOMU_KERNEL=$work/vmlinuz DOMU_RAMDISK=$work/initrd.installed DOMU_MEM=768 \
         DOMU_CMDLINE="root=/dev/xvda rw console=hvc0 loglevel=5 $(args reboot xvda xen_blkfront_rs xen_blkfront)" \
         bash "$T/xen-guest.sh" -l "$L-xen-pv" -t 600 "$T/guest/deploy-boot.sh" || true
+fi
+boot_virtio other "$work/initrd.other" "$work/vmlinuz.other"
+if [ "${DEPLOY_XEN:-1}" = 1 ]; then
+    log "deploy: $OTHER_KREL as a Xen PV domU on the same root"
+    VBD0_IMAGE=$img DOMU_KERNEL=$work/vmlinuz.other DOMU_RAMDISK=$work/initrd.other DOMU_MEM=768 \
+        DOMU_CMDLINE="root=/dev/xvda rw console=hvc0 loglevel=5 $(args other xvda xen_blkfront_rs xen_blkfront)" \
+        bash "$T/xen-guest.sh" -l "$L-xen-pv-other" -t 600 "$T/guest/deploy-boot.sh" || true
 fi
 # ---- the package removed (dpkg -r in the image) --------------------------
 PKG=blkfront-rs-modules-$KREL

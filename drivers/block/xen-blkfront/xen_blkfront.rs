@@ -293,24 +293,32 @@ mod tests {
         Ok(())
     }
 
+    /// The reason the first ignored optional key of `pairs` was ignored
+    /// (the negotiation itself must succeed).
+    fn ignored(pairs: &[(&'static str, &'static str)]) -> Result<Option<Reason>> {
+        let n = nego(pairs)?.map_err(|_| EINVAL)?;
+        Ok(n.ignored.first.map(|e| e.reason))
+    }
+
     #[test]
-    fn bad_backend_keys_are_rejected() -> Result {
+    fn bad_required_keys_fail_and_bad_optional_keys_are_ignored() -> Result {
         assert_eq!(
-            nego(&with(&[("physical-sector-size", "3000")])?)?.err(),
+            ignored(&with(&[("physical-sector-size", "3000")])?)?,
             Some(Reason::NotPowerOfTwo)
         );
         assert_eq!(
-            nego(&with(&[("minimum-io-size", "6144")])?)?.err(),
+            ignored(&with(&[("minimum-io-size", "6144")])?)?,
             Some(Reason::NotPowerOfTwo)
         );
-        assert!(nego(&with(&[("optimal-io-size", "1000")])?)?.is_err());
+        assert!(ignored(&with(&[("optimal-io-size", "1000")])?)?.is_some());
+        assert_eq!(
+            ignored(&with(&[("feature-persistent", "yes")])?)?,
+            Some(Reason::NotBoolean)
+        );
+        assert_eq!(ignored(GOOD)?, None);
         assert_eq!(
             nego(&with(&[("sectors", "12abc")])?)?.err(),
             Some(Reason::NotDecimal)
-        );
-        assert_eq!(
-            nego(&with(&[("feature-persistent", "yes")])?)?.err(),
-            Some(Reason::NotBoolean)
         );
         assert_eq!(
             nego(&[("info", "0"), ("sector-size", "512")])?.err(),

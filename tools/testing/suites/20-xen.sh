@@ -32,7 +32,7 @@ GUEST_ENV="SCRIPTS=xen-compare,xen-io,fio-verify,xen-mq,xen-indirect-limits,xen-
     bash "$T/xen-guest.sh" -l xen-p1-b4096 -p 1 -b 4096 -m 4096 -o 1048576 -c 2 -t 900 "$T/guest/multi.sh"
 GUEST_ENV="SCRIPTS=xen-io,fio-verify,xen-indirect-limits,xen-untrusted,xen-resize,xen-suspend,xen-removal,xen-detach VERIFY_MOD=xen_blkfront_rs VERIFY_DISK=xvda XEN_EXPECT_PHYS=512 XEN_EXPECT_MIN_IO=512 XEN_EXPECT_OPT_IO=0" \
     bash "$T/xen-guest.sh" -l xen-p0-b512 -p 0 -b 512 -s 256M -t 900 "$T/guest/multi.sh"
-# C: a backend whose published values fail validation (xen-badbackend.sh,
+# C: a backend whose published optional value fails validation (xen-badbackend.sh,
 # in boot G: blkback's xvda gets minimum-io-size 3000).
 # D: a grant table of 4 frames (2048 grants) and two vbds with 2 rings and
 # 256 indirect segments each: both disks at once run out of grants, every

@@ -122,9 +122,14 @@ impl Backend {
         let sectors = file.metadata()?.len() / 512;
         let mut features = cfg.features;
         match cfg.scenario {
+            // Without indirect segments, so that the frontend can offer FUA
+            // (an indirect request cannot carry a barrier) and a forced
+            // write goes out as a barrier carrying its data; with them it
+            // is a plain write between empty barriers.
             Some(Scenario::BarrierOnly) => {
                 features.flush = false;
                 features.barrier = true;
+                features.max_indirect = 0;
             }
             // Data grants are mapped per request only without persistent
             // grants (and only then are they the frontend's own pages).

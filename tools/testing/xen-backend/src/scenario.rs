@@ -70,8 +70,9 @@ pub enum Scenario {
     GarbageOptionalKeys,
     /// Values far longer than any number.
     HugeValues,
-    /// No `feature-flush-cache`, only `feature-barrier`: every flush and
-    /// FUA write must arrive as a barrier (counted in `stats`).
+    /// No `feature-flush-cache`, only `feature-barrier`, and no indirect
+    /// segments: every flush and FUA write must arrive as a barrier, the
+    /// FUA write's carrying its data (counted in `stats`).
     BarrierOnly,
     /// Flushes answered with `BLKIF_RSP_EOPNOTSUPP`.
     FlushNotSupported,

@@ -87,8 +87,8 @@ same Xen and domU setup, one more boot after each hang): the backend
 behaves until the frontend has sent 64 requests, fio has requests in flight
 when it strikes, then the vbd is detached as \`xl block-detach\` does.
 Suite 35-debug-xen runs four of them again for ours on the
-debug kernel (KASAN, lockdep, kmemleak; all of them passed there once,
-with no report).
+debug kernel (KASAN, lockdep, kmemleak; \`HOSTILE_DEBUG_SCENARIOS=all\`
+runs every one there).
 
 - **survives**: no oops or kernel warning, fio ended (with an I/O error or
   success) within 40 s of the detach (the same bound for both), the disk went away, the

@@ -102,7 +102,7 @@ special() {
 
 hostile() { # SCENARIO WHO KO MOD XENBUS_DRIVER
     local s=$1 who=$2 ko=$3 mod=$4 drv=$5 fio_pid= fio_rc= fio_eio= ans rc n be up=no fe_state= fired
-    local fio_end=no gone=no unloaded=no outcome notes oops fault fault_lines teardown rings revoked_all
+    local fio_end=no gone=no unloaded=no outcome notes oops fault fault_lines teardown rings revoked_all fired_early
     local mark=hostile-$s-$who since marked=yes
     declared "$s"; rc=$?
     notes="strikes=$WANT_STRIKES disk=$WANT_DISK io=$WANT_IO fault=$WANT_FAULT"
@@ -115,18 +115,25 @@ hostile() { # SCENARIO WHO KO MOD XENBUS_DRIVER
         up=yes
         special "$s" "$who"
         be=$(xs_read "device/vbd/$US_DEVID/backend")
-        fio --name=h --filename=/dev/$US_DISK --direct=1 --rw=randrw --bsrange=4k-128k --iodepth=16 \
-            --ioengine=libaio --size=64M --number_ios=400 > /tmp/h.out 2>&1 &
+        # A scenario that struck during special() (before fio) has its
+        # outcome in fio's own requests: fio must get to them before the
+        # detach.
+        fired_early=$(xs_read "$be/test-fired") || fired_early=
+        # allow_file_create=0: fio started after the disk went would
+        # otherwise write a regular file /dev/$US_DISK and succeed.
+        fio --name=h --filename=/dev/$US_DISK --allow_file_create=0 --direct=1 --rw=randrw \
+            --bsrange=4k-128k --iodepth=16 --ioengine=libaio --size=64M --number_ios=400 > /tmp/h.out 2>&1 &
         fio_pid=$!
         # The backend strikes after its 64th request and then writes its
         # test-fired node: wait for that (a KASAN guest under TCG takes
         # seconds to get there) or for fio's end (the scenarios that strike
-        # in the keys, on every flush or at teardown), then give the fault
-        # a second. Where fio's requests must all succeed, wait for its end:
-        # the detach would fail those still in flight.
+        # in the keys, on every flush or at teardown, or struck already),
+        # then give the fault a second. Where fio's requests must all
+        # succeed, wait for its end: the detach would fail those still in
+        # flight.
         n=0
         while kill -0 $fio_pid 2>/dev/null && [ $n -lt 120 ]; do
-            [ "$WANT_IO" != ok ] && xs_read "$be/test-fired" > /dev/null && break
+            [ "$WANT_IO" != ok ] && [ -z "$fired_early" ] && xs_read "$be/test-fired" > /dev/null && break
             sleep 0.5; n=$((n + 1))
         done
         sleep 1

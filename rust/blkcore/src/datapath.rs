@@ -541,11 +541,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
                 s.copies = 0;
             }
         }
-        if self.held() == 0 {
-            if let Some(t) = self.inflight.as_mut().first_mut() {
-                *t = InFlight::new(self.geo.ring_size);
-            }
-        }
+        // Every id but the held ones was cancelled above.
         self.pool.teardown(mem)
     }
 

@@ -1,0 +1,345 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The ways this device misbehaves on purpose (`--misbehave NAME`). Most
+//! start once [`TRIGGER_AFTER`] requests have been answered, so the disk
+//! is up and I/O is in flight when the fault comes; the others strike in
+//! the configuration space the driver reads at probe, or on one request
+//! type ([`Strike`]).
+
+use std::time::Duration;
+
+/// Requests answered well before a scenario strikes.
+pub const TRIGGER_AFTER: u64 = 64;
+
+/// How long after its used element a read's data buffers are written over
+/// (late-write-after-used): long enough for a driver that ends the request
+/// at the used element to have handed the pages back to their owner, who
+/// has read them by then.
+pub const LATE_WRITE_AFTER: Duration = Duration::from_secs(3);
+
+/// What that late write puts in every byte of the buffers.
+pub const LATE_WRITE_BYTE: u8 = 0x5a;
+
+/// How many configuration change notifications config-storm sends.
+pub const STORM_LENGTH: u32 = 1000;
+
+/// One misbehaviour.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scenario {
+    /// A used element whose id is no descriptor head the driver made
+    /// available (the queue size + 5); the request it stands for is never
+    /// answered.
+    UsedIdOutOfRange,
+    /// One request's used element written twice in a row.
+    UsedIdTwice,
+    /// A read's used length 4096 bytes more than its writable buffers.
+    UsedLenTooLarge,
+    /// A read's used length 0: not even the status byte counted.
+    UsedLenTooSmall,
+    /// A used element added without the status byte written: the driver
+    /// finds whatever its buffer held.
+    StatusNeverWritten,
+    /// A request answered with status 7, which virtio-blk does not define.
+    UnknownStatus,
+    /// Every read from the trigger on answered `VIRTIO_BLK_S_UNSUPP`.
+    UnsuppReads,
+    /// Every read from the trigger on answered `VIRTIO_BLK_S_IOERR`: bad
+    /// but within the spec.
+    IoerrReads,
+    /// Requests consumed and never answered.
+    Stall,
+    /// One request answered, then nothing more: a vhost-user backend
+    /// cannot set `DEVICE_NEEDS_RESET` in the device status (QEMU owns
+    /// it), so this sends a configuration change notification and stops
+    /// answering, as a device that wants a reset would.
+    NeedsReset,
+    /// [`STORM_LENGTH`] configuration change notifications in a row.
+    /// QEMU 7.2 passes one to the guest only when the capacity changed,
+    /// so the capacity goes up by 8 sectors and back with each, ending
+    /// where it started.
+    ConfigStorm,
+    /// The capacity changed to `u64::MAX / 2` sectors (a byte size no
+    /// `loff_t` holds), with a configuration change notification.
+    CapacityHuge,
+    /// `blk_size` changed to 4096 at runtime, with a configuration change
+    /// notification (QEMU 7.2 forwards only a new capacity to the guest:
+    /// there the driver never sees it).
+    BlkSizeChange,
+    /// Queue 1 no longer served while queue 0 goes on.
+    OneQueueStalls,
+    /// A read answered OK, then [`LATE_WRITE_AFTER`] later its data
+    /// buffers written with [`LATE_WRITE_BYTE`]. A device can do this and
+    /// the driver cannot stop it: recorded, not judged.
+    LateWriteAfterUsed,
+    /// `seg_max` 0 at probe.
+    SegMaxZero,
+    /// `blk_size` 8192 at probe (larger than a page).
+    BlkSize8k,
+    /// `blk_size` 1000 at probe (not a power of two).
+    BlkSizeOdd,
+    /// At probe `physical_block_exp` 3, `alignment_offset` 9 (not below
+    /// the 8 logical blocks of a physical one), `min_io_size` 3 (not a
+    /// multiple of them), `opt_io_size` 5.
+    TopologyOdd,
+    /// A capacity of `u64::MAX / 256` sectors at probe: its byte size does
+    /// not fit a `loff_t`.
+    CapacityLoffOverflow,
+    /// `num_queues` 0 with `VIRTIO_BLK_F_MQ` offered (QEMU 7.2 puts its own
+    /// `num-queues` in the guest's view of the field).
+    NumQueuesZero,
+    /// `num_queues` 65535 (QEMU 7.2 puts its own `num-queues` there too).
+    NumQueuesHuge,
+    /// `VIRTIO_BLK_T_GET_ID` consumed and never answered; everything else
+    /// is.
+    GetIdNeverAnswered,
+    /// Discard and write-zeroes requests answered `VIRTIO_BLK_S_IOERR`.
+    DiscardErrors,
+    /// Flushes answered `VIRTIO_BLK_S_IOERR`: the cache did not reach
+    /// stable storage.
+    FlushErrors,
+    /// Once the driver has reset the device and started it again, flush,
+    /// discard and write-zeroes are gone and `VIRTIO_BLK_F_FLUSH`,
+    /// `_DISCARD`, `_WRITE_ZEROES` and `_MQ` no longer offered. QEMU 7.2
+    /// reads the features once, at connect, and keeps acknowledging the
+    /// old ones, so the guest sees the withdrawal only as those requests
+    /// answered `VIRTIO_BLK_S_UNSUPP`.
+    FeaturesWithdrawnOnReset,
+}
+
+/// Every scenario with its name on the command line.
+pub const ALL: &[(&str, Scenario)] = &[
+    ("used-id-out-of-range", Scenario::UsedIdOutOfRange),
+    ("used-id-twice", Scenario::UsedIdTwice),
+    ("used-len-too-large", Scenario::UsedLenTooLarge),
+    ("used-len-too-small", Scenario::UsedLenTooSmall),
+    ("status-never-written", Scenario::StatusNeverWritten),
+    ("unknown-status", Scenario::UnknownStatus),
+    ("unsupp-reads", Scenario::UnsuppReads),
+    ("ioerr-reads", Scenario::IoerrReads),
+    ("stall", Scenario::Stall),
+    ("needs-reset", Scenario::NeedsReset),
+    ("config-storm", Scenario::ConfigStorm),
+    ("capacity-huge", Scenario::CapacityHuge),
+    ("blk-size-change", Scenario::BlkSizeChange),
+    ("one-queue-stalls", Scenario::OneQueueStalls),
+    ("late-write-after-used", Scenario::LateWriteAfterUsed),
+    ("seg-max-zero", Scenario::SegMaxZero),
+    ("blk-size-8k", Scenario::BlkSize8k),
+    ("blk-size-odd", Scenario::BlkSizeOdd),
+    ("topology-odd", Scenario::TopologyOdd),
+    ("capacity-loff-overflow", Scenario::CapacityLoffOverflow),
+    ("num-queues-zero", Scenario::NumQueuesZero),
+    ("num-queues-huge", Scenario::NumQueuesHuge),
+    ("get-id-never-answered", Scenario::GetIdNeverAnswered),
+    ("discard-errors", Scenario::DiscardErrors),
+    ("flush-errors", Scenario::FlushErrors),
+    (
+        "features-withdrawn-on-reset",
+        Scenario::FeaturesWithdrawnOnReset,
+    ),
+];
+
+/// When a scenario strikes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strike {
+    /// In the configuration space or features the driver reads at probe.
+    Probe,
+    /// Once [`TRIGGER_AFTER`] requests were answered.
+    Trigger,
+    /// On the first request of one type.
+    Request,
+}
+
+/// What becomes of the disk and of the I/O when it strikes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The probe is refused: no disk, no I/O.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "no scenario is refused yet; the list's format has the word"
+        )
+    )]
+    Refused,
+    /// The disk comes up and every request succeeds.
+    Succeeds,
+    /// The disk comes up and requests fail with EIO.
+    Eio,
+    /// The disk comes up and requests fail, not necessarily with EIO.
+    Fails,
+}
+
+/// What a driver that defends itself shows for a scenario (the harness
+/// checks it, from `--list`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expect {
+    /// When it strikes.
+    pub strikes: Strike,
+    /// The disk and its requests.
+    pub outcome: Outcome,
+    /// The driver names the fault in one kernel line at warning level or
+    /// above.
+    pub fault_named: bool,
+}
+
+impl Scenario {
+    /// What the driver must show. No arm for all: a new scenario does not
+    /// compile without its own.
+    pub const fn expect(self) -> Expect {
+        use Outcome::*;
+        use Strike::*;
+        let (strikes, outcome, fault_named) = match self {
+            // A used element that names no request in flight means the
+            // ring can no longer be trusted: the driver stops using it and
+            // ends every request with an error, in bounded time.
+            Scenario::UsedIdOutOfRange => (Trigger, Eio, true),
+            // Once a head comes back twice the driver cannot know which
+            // completion is real: the same as an id out of range.
+            Scenario::UsedIdTwice => (Trigger, Eio, true),
+            // A length past the buffers given claims a write the device
+            // could not have made: a broken device.
+            Scenario::UsedLenTooLarge => (Trigger, Eio, true),
+            // A read whose length does not cover the status byte has no
+            // status: it cannot be reported as a success.
+            Scenario::UsedLenTooSmall => (Trigger, Eio, true),
+            // The driver cannot tell an unwritten status from a written
+            // one unless it poisons the byte first (a value no device
+            // writes); one that does sees the poison and fails the request.
+            Scenario::StatusNeverWritten => (Trigger, Eio, true),
+            // An undefined status is not a success: EIO, named.
+            Scenario::UnknownStatus => (Trigger, Eio, true),
+            // Within the spec: reads fail, nothing to name beyond the
+            // block layer's own error lines.
+            Scenario::UnsuppReads => (Trigger, Eio, false),
+            Scenario::IoerrReads => (Trigger, Eio, false),
+            // Requests that never come back must time out and fail; the
+            // driver says so.
+            Scenario::Stall => (Trigger, Eio, true),
+            // The device asks for a reset it cannot get from a vhost-user
+            // backend; to the guest it is a stall after one answer.
+            Scenario::NeedsReset => (Trigger, Eio, true),
+            // Capacity changes up and back, each one legal: the disk and
+            // its I/O go on; logging every one is allowed, not required.
+            Scenario::ConfigStorm => (Trigger, Succeeds, false),
+            // A capacity whose byte size overflows must be clamped or
+            // refused, and said; I/O to the old range goes on.
+            Scenario::CapacityHuge => (Trigger, Succeeds, true),
+            // The logical block size cannot change under a live queue:
+            // the driver keeps the old one and says so.
+            Scenario::BlkSizeChange => (Trigger, Succeeds, true),
+            // Requests on the silent queue must time out and fail (the
+            // rest go on): the same as a stall for fio's requests there.
+            Scenario::OneQueueStalls => (Trigger, Eio, true),
+            // The driver cannot see or stop it: recorded only.
+            Scenario::LateWriteAfterUsed => (Trigger, Succeeds, false),
+            // Advisory fields: clamped to a sane value with a warning
+            // line, the disk works.
+            Scenario::SegMaxZero => (Probe, Succeeds, true),
+            Scenario::BlkSize8k => (Probe, Succeeds, true),
+            Scenario::BlkSizeOdd => (Probe, Succeeds, true),
+            Scenario::TopologyOdd => (Probe, Succeeds, true),
+            // Clamped to the block layer's largest capacity, said.
+            Scenario::CapacityLoffOverflow => (Probe, Succeeds, true),
+            // MQ with no queue: one queue, said (behind QEMU 7.2 the
+            // guest sees QEMU's num-queues, with nothing to name).
+            Scenario::NumQueuesZero => (Probe, Succeeds, true),
+            // More queues than the transport has: limited to those, and
+            // QEMU replaces the value anyway.
+            Scenario::NumQueuesHuge => (Probe, Succeeds, false),
+            // Only the serial is missing: the disk must still come up and
+            // serve max-size I/O whether or not the driver asks for it.
+            Scenario::GetIdNeverAnswered => (Request, Succeeds, false),
+            // fio's reads and writes succeed; only discards fail.
+            Scenario::DiscardErrors => (Request, Succeeds, false),
+            // A failed flush is an I/O error: the forced write fails.
+            Scenario::FlushErrors => (Request, Fails, false),
+            // Requests the device no longer serves fail; the disk and its
+            // reads and writes go on.
+            Scenario::FeaturesWithdrawnOnReset => (Probe, Succeeds, false),
+        };
+        Expect {
+            strikes,
+            outcome,
+            fault_named,
+        }
+    }
+}
+
+/// One line of `--list`: the name, then the expectation as words the
+/// guest parses ("strikes=trigger disk=up io=eio fault=named").
+pub fn list_line(name: &str, s: Scenario) -> String {
+    let e = s.expect();
+    let strikes = match e.strikes {
+        Strike::Probe => "probe",
+        Strike::Trigger => "trigger",
+        Strike::Request => "request",
+    };
+    let (disk, io) = match e.outcome {
+        Outcome::Refused => ("refused", "none"),
+        Outcome::Succeeds => ("up", "ok"),
+        Outcome::Eio => ("up", "eio"),
+        Outcome::Fails => ("up", "fail"),
+    };
+    let fault = if e.fault_named { "named" } else { "optional" };
+    format!("{name} strikes={strikes} disk={disk} io={io} fault={fault}")
+}
+
+/// The scenario called `name`.
+pub fn by_name(name: &str) -> Option<Scenario> {
+    ALL.iter().find(|(n, _)| *n == name).map(|&(_, s)| s)
+}
+
+/// The name of `s`.
+pub fn name(s: Scenario) -> &'static str {
+    ALL.iter().find(|(_, x)| *x == s).map_or("?", |&(n, _)| n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_round_trip() {
+        for (i, (n, s)) in ALL.iter().enumerate() {
+            assert_eq!(by_name(n), Some(*s));
+            assert_eq!(name(*s), *n);
+            assert!(
+                ALL[i + 1..].iter().all(|(m, t)| m != n && t != s),
+                "{n} twice"
+            );
+        }
+        assert_eq!(by_name("no-such-scenario"), None);
+    }
+
+    #[test]
+    fn list_lines_are_five_plain_words() {
+        for (n, s) in ALL {
+            let line = list_line(n, *s);
+            let words: Vec<&str> = line.split(' ').collect();
+            assert_eq!(words.len(), 5, "{line}");
+            assert_eq!(words[0], *n);
+            // The host joins them with ':' and ',' into one word.
+            assert!(
+                line.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || " -=".contains(c)),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn refused_only_at_probe() {
+        for (n, s) in ALL {
+            let e = s.expect();
+            if e.outcome == Outcome::Refused {
+                assert_eq!(e.strikes, Strike::Probe, "{n}");
+            }
+        }
+    }
+
+    #[test]
+    fn at_least_twenty_scenarios() {
+        assert!(ALL.len() >= 20);
+    }
+}

@@ -237,6 +237,28 @@ pub trait Operations: Sized + 'static {
         let _ = (qd, hctx);
         0
     }
+
+    /// A request on hardware queue `hctx` has been with the driver longer
+    /// than the queue's timeout, `timeout_ms`
+    /// (`/sys/block/DEV/queue/io_timeout`; blk-mq's
+    /// timeout work: process context, may sleep). The request itself stays
+    /// the driver's (it is wherever the driver put it): [`Timeout::Done`]
+    /// when the driver has ended it or will end it without another timeout,
+    /// [`Timeout::ResetTimer`] to wait one more period. Default: wait on,
+    /// as blk-mq does for a driver without the callback.
+    fn timeout(qd: QueueDataRef<'_, Self>, hctx: HwQueue, timeout_ms: u32) -> Timeout {
+        let _ = (qd, hctx, timeout_ms);
+        Timeout::ResetTimer
+    }
+}
+
+/// What blk-mq does with a request that timed out ([`Operations::timeout`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timeout {
+    /// The driver ends the request: no new timer.
+    Done,
+    /// Another full timeout period.
+    ResetTimer,
 }
 
 /// A request `queue_rq_or_reject` gives back to blk-mq with a status:

@@ -199,6 +199,7 @@ impl<T: Operations> OpsTable<T> {
         init_request: Some(Self::init_request),
         map_queues: Some(Self::map_queues),
         poll: Some(Self::poll),
+        timeout: Some(Self::timeout),
         // SAFETY: all-zero is a valid `blk_mq_ops` (every other callback absent).
         ..unsafe { core::mem::MaybeUninit::zeroed().assume_init() }
     };
@@ -303,6 +304,24 @@ impl<T: Operations> OpsTable<T> {
         // SAFETY: blk-mq calls this with a live hctx of our queue.
         let (qd, hq) = unsafe { Self::hctx_parts(hctx) };
         kernel::ffi::c_int::try_from(T::poll(qd, hq)).unwrap_or(kernel::ffi::c_int::MAX)
+    }
+
+    /// blk-mq's `timeout`.
+    ///
+    /// # Safety
+    ///
+    /// Called only by blk-mq's timeout work, with an in-flight request of
+    /// one of our queues (its queue and hardware context live).
+    unsafe extern "C" fn timeout(rq: *mut bindings::request) -> bindings::blk_eh_timer_return {
+        // SAFETY: per the function's contract; the request is not touched
+        // beyond its hardware context and its queue's timeout.
+        let ((qd, hq), timeout) = unsafe { (Self::hctx_parts((*rq).mq_hctx), (*(*rq).q).rq_timeout) };
+        // SAFETY: a plain conversion, callable from any context.
+        let timeout_ms = unsafe { bindings::jiffies64_to_msecs(timeout.into()) };
+        match T::timeout(qd, hq, u32::try_from(timeout_ms).unwrap_or(u32::MAX)) {
+            Timeout::Done => bindings::blk_eh_timer_return_BLK_EH_DONE,
+            Timeout::ResetTimer => bindings::blk_eh_timer_return_BLK_EH_RESET_TIMER,
+        }
     }
 
     /// blk-mq's `map_queues`: with poll queues, the interrupt-driven ones

@@ -327,6 +327,9 @@ pub struct BlkVq<T: Operations<RequestData = BlkReq>> {
     id: Option<Arc<IdRequest>>,
     /// GET_ID answers that came after their waiter gave up.
     late_id_answers: u32,
+    /// The device was reset to take its requests back
+    /// ([`BlkVq::take_back_after_reset`]): nothing is added any more.
+    failed: bool,
     _p: PhantomData<T>,
 }
 
@@ -337,6 +340,7 @@ impl<T: Operations<RequestData = BlkReq>> BlkVq<T> {
             vq: Some(vq),
             id: None,
             late_id_answers: 0,
+            failed: false,
             _p: PhantomData,
         }
     }
@@ -346,7 +350,7 @@ impl<T: Operations<RequestData = BlkReq>> BlkVq<T> {
     /// `req` was sent before or another GET_ID is outstanding here,
     /// `ENOSPC` if the ring is full.
     pub fn submit_get_id(&mut self, req: &Arc<IdRequest>) -> Result {
-        let Some(vq) = self.vq.as_mut() else {
+        let Some(vq) = self.vq.as_mut().filter(|_| !self.failed) else {
             return Err(ENODEV);
         };
         if self.id.is_some() || req.submitted.swap(true, Ordering::Relaxed) {
@@ -408,6 +412,36 @@ impl<T: Operations<RequestData = BlkReq>> BlkVq<T> {
         self.id.take().is_some()
     }
 
+    /// After a [`Resetter::reset`] while requests were in flight (the
+    /// driver gave up on the device): take back one request the device
+    /// held, for the driver to end with an error; `None` once there are
+    /// none. A GET_ID it held is taken back too (its waiter times out).
+    /// From the first call on, [`BlkVq::submit`] and
+    /// [`BlkVq::submit_get_id`] refuse with `ENODEV`: the device is reset
+    /// and would never answer.
+    ///
+    /// [`Resetter::reset`]: super::Resetter::reset
+    pub fn take_back_after_reset(&mut self, reset: &Reset) -> Option<Request<T>> {
+        self.failed = true;
+        loop {
+            let token = self.vq.as_mut()?.detach_unused_buf(reset)?;
+            let is_id = self
+                .id
+                .as_ref()
+                .is_some_and(|id| core::ptr::eq(Arc::as_ptr(id).cast(), token.as_ptr()));
+            if is_id {
+                // Reset: the GET_ID buffer is ours again; its waiter gives
+                // up at its timeout.
+                self.id = None;
+                continue;
+            }
+            // SAFETY: every other token is a `Request<T>` added by `submit`
+            // (type invariant) that the device never returned; reset, it no
+            // longer uses its buffers.
+            return Some(unsafe { Request::from_raw(token) });
+        }
+    }
+
     /// GET_ID answers that arrived after their waiter gave up (and were
     /// dropped).
     pub fn late_id_answers(&self) -> u32 {
@@ -417,7 +451,7 @@ impl<T: Operations<RequestData = BlkReq>> BlkVq<T> {
     /// Add a prepared request. On failure (`ENOSPC`: ring full, `ENOMEM`)
     /// the request is given back.
     pub fn submit(&mut self, rq: Request<T>) -> core::result::Result<(), (Request<T>, Error)> {
-        let Some(vq) = self.vq.as_mut() else {
+        let Some(vq) = self.vq.as_mut().filter(|_| !self.failed) else {
             return Err((rq, ENODEV));
         };
         let p = rq.data_ptr();

@@ -188,6 +188,8 @@ impl virtio::Driver for VirtioBlk {
                         polled: AtomicU64::new(0),
                         chained: AtomicU64::new(0),
                         batches: AtomicU64::new(0),
+                        answered: AtomicU64::new(0),
+                        answered_at_timeout: AtomicU64::new(0),
                     }),
                     GFP_KERNEL,
                 )?,
@@ -198,6 +200,8 @@ impl virtio::Driver for VirtioBlk {
             Queues {
                 le: dev.is_little_endian(),
                 vqs,
+                resetter: Some(dev.resetter()),
+                given_up: AtomicBool::new(false),
             },
             GFP_KERNEL,
         )?;
@@ -291,14 +295,20 @@ impl virtio::Driver for VirtioBlk {
             return;
         };
         let mut vq = slot.vq.lock();
+        let mut answered = 0u64;
         loop {
             vq.disable_cb();
             while let Some(rq) = vq.complete_one() {
                 rq.complete();
+                answered += 1;
             }
             if vq.enable_cb() {
                 break;
             }
+        }
+        drop(vq);
+        if answered != 0 {
+            slot.answered.fetch_add(answered, Ordering::Relaxed);
         }
     }
 

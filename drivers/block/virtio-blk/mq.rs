@@ -21,6 +21,11 @@ pub(crate) struct VqSlot {
     pub(crate) chained: AtomicU64,
     /// Batches of requests added under one lock hold (`queue_rqs`).
     pub(crate) batches: AtomicU64,
+    /// Requests the device answered through the interrupt.
+    pub(crate) answered: AtomicU64,
+    /// `answered + polled` when a request of this queue last timed out
+    /// ([`BlkOps::timeout`]).
+    pub(crate) answered_at_timeout: AtomicU64,
 }
 
 /// State shared with blk-mq callbacks and interrupts.
@@ -28,9 +33,47 @@ pub(crate) struct Queues {
     /// Device byte order for request headers.
     pub(crate) le: bool,
     pub(crate) vqs: KVec<Pin<KBox<VqSlot>>>,
+    /// Resets the device when a queue stops answering ([`Queues::give_up`]);
+    /// `None` for the KUnit cases' queues, which have no device.
+    pub(crate) resetter: Option<virtio::Resetter>,
+    /// Set once the device was given up on (reset, its requests failed).
+    pub(crate) given_up: AtomicBool,
 }
 
 impl Queues {
+    /// A request of queue `index` timed out and the queue answered nothing
+    /// for a whole timeout period: the device is stuck (it stalls, or its
+    /// ring is broken, e.g. after an answer the virtio core refused).
+    /// Upstream waits for ever, and with it every task waiting for the
+    /// disk, its removal included. Instead: reset the device (it no longer
+    /// uses any buffer, so ending the requests hands back no page it could
+    /// still write), end every request it held with an I/O error, and from
+    /// then on fail every request at once. One line names the queue.
+    fn give_up(&self, index: usize, timeout_ms: u32) {
+        let Some(resetter) = &self.resetter else {
+            return;
+        };
+        if self.given_up.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let reset = resetter.reset();
+        let mut failed = 0u64;
+        for slot in self.vqs.iter() {
+            // One at a time: each request is ended outside the lock.
+            while let Some(rq) = slot.vq.lock().take_back_after_reset(&reset) {
+                rq.end(Status::IOERR);
+                failed += 1;
+            }
+        }
+        dev_err!(
+            resetter.as_dev(),
+            "request queue {} answered nothing for {} ms: device reset, {} requests failed; I/O fails until it is removed\n",
+            index,
+            timeout_ms,
+            failed
+        );
+    }
+
     /// Counters summed over all queues.
     pub(crate) fn totals(&self) -> QueueTotals {
         let sum = |c: fn(&VqSlot) -> &AtomicU64| {
@@ -169,6 +212,27 @@ impl blkmq::Operations for BlkOps {
     fn complete(_qd: QueueDataRef<'_, Self>, rq: Request<Self>) {
         let status = rq.data().status();
         rq.end(status);
+    }
+
+    /// A request waits too long: the device is slow if its queue answered
+    /// others since the last timeout (one more period), stuck if not
+    /// ([`Queues::give_up`]).
+    fn timeout(qd: ArcBorrow<'_, Queues>, hctx: HwQueue, timeout_ms: u32) -> Timeout {
+        let index = hctx.index() as usize;
+        let Some(slot) = qd.vqs.get(index) else {
+            return Timeout::ResetTimer;
+        };
+        let answered = slot
+            .answered
+            .load(Ordering::Relaxed)
+            .wrapping_add(slot.polled.load(Ordering::Relaxed));
+        if slot.answered_at_timeout.swap(answered, Ordering::Relaxed) != answered
+            && !qd.given_up.load(Ordering::Acquire)
+        {
+            return Timeout::ResetTimer;
+        }
+        qd.give_up(index, timeout_ms);
+        Timeout::Done
     }
 
     fn poll(qd: ArcBorrow<'_, Queues>, hctx: HwQueue) -> u32 {

@@ -102,7 +102,8 @@ use blkmq::{
     Request,
     RqBatch,
     RqList,
-    Status, //
+    Status,
+    Timeout, //
 };
 use virtio::blk::{
     self as vblk,
@@ -183,6 +184,8 @@ mod tests {
             Queues {
                 le: true,
                 vqs: KVec::new(),
+                resetter: None,
+                given_up: AtomicBool::new(false),
             },
             GFP_KERNEL,
         )?;

@@ -315,7 +315,8 @@ impl<T: Operations> OpsTable<T> {
     unsafe extern "C" fn timeout(rq: *mut bindings::request) -> bindings::blk_eh_timer_return {
         // SAFETY: per the function's contract; the request is not touched
         // beyond its hardware context and its queue's timeout.
-        let ((qd, hq), timeout) = unsafe { (Self::hctx_parts((*rq).mq_hctx), (*(*rq).q).rq_timeout) };
+        let ((qd, hq), timeout) =
+            unsafe { (Self::hctx_parts((*rq).mq_hctx), (*(*rq).q).rq_timeout) };
         // SAFETY: a plain conversion, callable from any context.
         let timeout_ms = unsafe { bindings::jiffies64_to_msecs(timeout.into()) };
         match T::timeout(qd, hq, u32::try_from(timeout_ms).unwrap_or(u32::MAX)) {

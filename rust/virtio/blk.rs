@@ -67,6 +67,13 @@ pub fn add_disk<T: Operations>(disk: &mut GenDisk<T>, dev: &Device) -> Result {
     disk.add(dev.as_dev())
 }
 
+/// The largest logical block size the running kernel's block layer takes
+/// (`BLK_MAX_BLOCK_SIZE`: 64 KiB with large folios, else a page).
+pub fn max_block_size() -> u32 {
+    // SAFETY: reads a compile-time constant; no state.
+    unsafe { shim::blkfront_rs_blk_max_block_size() }
+}
+
 /// The block layer's status for the device's status byte
 /// ([`RequestStatus::from_byte`]).
 pub fn status_to_blk(status: u8) -> Status {

@@ -122,6 +122,11 @@ size_t blkfront_rs_virtio_max_dma_size(struct virtio_device *vdev)
 	return virtio_max_dma_size(vdev);
 }
 
+u32 blkfront_rs_blk_max_block_size(void)
+{
+	return BLK_MAX_BLOCK_SIZE;
+}
+
 /*
  * The names of a device's virtqueues, "<prefix><index>" (virtio_blk:
  * "req.0", ...). A virtqueue keeps the pointer to its name, so the names are

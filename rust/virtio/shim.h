@@ -82,6 +82,9 @@ void blkfront_rs_work_free_sync(struct blkfront_rs_work *w);
 /* Wait for a run in progress (flush_work); the item stays usable. */
 void blkfront_rs_work_flush(struct blkfront_rs_work *w);
 
+/* The block layer's largest logical block size (BLK_MAX_BLOCK_SIZE, a macro). */
+u32 blkfront_rs_blk_max_block_size(void);
+
 /* The virtio-blk disk attributes (cache_type), a static attribute_group. */
 const void *blkfront_rs_virtio_blk_attr_group(void);
 

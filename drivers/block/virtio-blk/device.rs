@@ -130,6 +130,11 @@ impl virtio::Driver for VirtioBlk {
             dev_err!(dev, "{}\n", Shown(e));
             EINVAL
         })?;
+        // Advisory fields out of range: one line each, the disk still
+        // comes up.
+        for clamp in cfg.clamps.iter() {
+            dev_warn!(dev, "{}\n", Shown(*clamp));
+        }
 
         if !blkmq::CAN_CHAIN_SG {
             limits.max_segments = limits.max_segments.min(INLINE_SG_PER_REQUEST);

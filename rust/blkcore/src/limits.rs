@@ -21,7 +21,8 @@ use super::virtio::{ConfigError, ConfigReason, VirtioBlkConfig, MAX_DISCARD_SEGM
 /// means "not supported".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueLimits {
-    /// Logical block size (bytes): power of two, 512..=4096.
+    /// Logical block size (bytes): power of two, 512..=65536 (Xen: 4096
+    /// at most).
     pub logical_block_size: u32,
     /// Physical block size (bytes): power of two, >= logical.
     pub physical_block_size: u32,
@@ -103,8 +104,10 @@ impl QueueLimits {
     pub fn check_invariants(&self) -> Result<(), &'static str> {
         let lbs = self.logical_block_size;
         let pbs = self.physical_block_size;
-        if !lbs.is_power_of_two() || !(SECTOR_SIZE..=XEN_PAGE_SIZE).contains(&lbs) {
-            return Err("logical_block_size not a power of two in 512..=4096");
+        // Up to the block layer's largest `BLK_MAX_BLOCK_SIZE` (64 KiB with
+        // large folios).
+        if !lbs.is_power_of_two() || !(SECTOR_SIZE..=64 * 1024).contains(&lbs) {
+            return Err("logical_block_size not a power of two in 512..=65536");
         }
         if !pbs.is_power_of_two() || pbs < lbs || pbs > 64 * 1024 {
             return Err("physical_block_size not a power of two in logical..=64K");

@@ -10,5 +10,6 @@ mod limits;
 mod negotiate;
 mod ring;
 mod virtio;
+mod virtio_clamps;
 mod virtio_limits;
 mod xenstore;

@@ -313,21 +313,19 @@ impl virtio::Driver for VirtioBlk {
         let Some(disk) = guard.as_ref() else {
             return;
         };
-        // The same check as at probe (`VirtioBlkConfig::parse`).
-        match vcfg::check_capacity(raw) {
-            Ok(sectors) => {
-                self.report_capacity(dev, sectors, true);
-                self.capacity.store(sectors, Ordering::Relaxed);
-                disk.set_capacity_and_notify(sectors);
-            }
-            Err(e) => dev_err!(
+        // The same rule as at probe (`VirtioBlkConfig::parse`).
+        let (sectors, clamped) = vcfg::clamp_capacity(raw);
+        if let Some(c) = clamped {
+            dev_warn!(
                 dev,
-                "[{}] {}; keeping {} sectors\n",
+                "[{}] {}\n",
                 self.disk_name.to_str().unwrap_or("?"),
-                Shown(e),
-                self.capacity.load(Ordering::Relaxed)
-            ),
+                Shown(c)
+            );
         }
+        self.report_capacity(dev, sectors, true);
+        self.capacity.store(sectors, Ordering::Relaxed);
+        disk.set_capacity_and_notify(sectors);
     }
 
     fn remove(self: Pin<&Self>, dev: &virtio::Device) {

@@ -299,10 +299,10 @@ pub struct Clamps {
 }
 
 impl Clamps {
-    /// Fields that can be clamped: seg_max, physical_block_exp,
+    /// Fields that can be clamped: capacity, seg_max, physical_block_exp,
     /// alignment_offset, min_io_size, opt_io_size, wce,
     /// discard_sector_alignment, secure_erase_sector_alignment.
-    const ROOM: usize = 8;
+    const ROOM: usize = 9;
 
     fn push(&mut self, field: &'static str, value: impl Into<u64>, used: impl Into<u64>) {
         if let Some(slot) = self.list.iter_mut().find(|c| c.is_none()) {
@@ -389,22 +389,27 @@ impl Reader<'_> {
     }
 }
 
-/// Largest accepted `capacity` (512-byte sectors): its byte size fits a
-/// `u64` (the block layer's `sector_t` maths).
-pub const MAX_CAPACITY: u64 = u64::MAX / 512;
+/// Largest usable `capacity` (512-byte sectors): its byte size fits the
+/// block layer's `loff_t` (`i64`), which `set_capacity` shifts it into
+/// (`bdev_set_nr_sectors`: the inode size of the block device).
+pub const MAX_CAPACITY: u64 = i64::MAX as u64 / 512;
 
-/// Validate a `capacity` read from the device. The one check for both
-/// readers: [`VirtioBlkConfig::parse`] at probe and the driver's
-/// config-change (online resize) handler, which re-reads only this field.
-pub fn check_capacity(capacity: u64) -> Result<u64, ConfigError> {
+/// A `capacity` read from the device, made usable: above [`MAX_CAPACITY`]
+/// it is clamped there, with the [`Clamp`] to report (upstream passes it to
+/// `set_capacity` as it is, and the disk's byte size overflows to a
+/// negative one). The one rule for both readers: [`VirtioBlkConfig::parse`]
+/// at probe and the driver's config-change (online resize) handler, which
+/// re-reads only this field.
+pub fn clamp_capacity(capacity: u64) -> (u64, Option<Clamp>) {
     if capacity > MAX_CAPACITY {
-        return Err(cerr(
-            "capacity",
-            capacity,
-            ConfigReason::TooLarge { max: MAX_CAPACITY },
-        ));
+        let clamp = Clamp {
+            field: "capacity",
+            value: capacity,
+            used: MAX_CAPACITY,
+        };
+        return (MAX_CAPACITY, Some(clamp));
     }
-    Ok(capacity)
+    (capacity, None)
 }
 
 /// Legacy CHS geometry (`VIRTIO_BLK_F_GEOMETRY`).
@@ -457,7 +462,8 @@ pub struct SecureEraseConfig {
 pub struct VirtioBlkConfig {
     /// Negotiated feature bits the config was parsed with.
     pub features: u64,
-    /// Capacity in 512-byte sectors (always present).
+    /// Capacity in 512-byte sectors (always present), at most
+    /// [`MAX_CAPACITY`].
     pub capacity: u64,
     /// Maximum segment size in bytes (>= 4096); `None` without `SIZE_MAX`
     /// (no device limit; the transport's DMA limit still applies).

@@ -400,31 +400,34 @@ fn validation_errors_name_field_and_value() {
         e.to_string(),
         "virtio-blk config size_max: config space too short (8 bytes, need 12)"
     );
-    let e = VirtioBlkConfig::parse(&(u64::MAX / 512 + 1).to_le_bytes(), 0).unwrap_err();
-    assert_eq!(e.field, "capacity");
 }
 
-/// Probe (`parse`) and online resize (`check_capacity`, called by the
-/// driver's config-change handler) accept and reject the same capacities,
-/// with the same message naming the field and value.
+/// Probe (`parse`) and online resize (`clamp_capacity`, called by the
+/// driver's config-change handler) use the same capacities: up to the
+/// most sectors whose byte size fits the block layer's `loff_t`, clamped
+/// there with one warning naming field and values.
 #[test]
-fn capacity_checked_at_probe_and_resize() {
-    assert_eq!(MAX_CAPACITY, u64::MAX / 512);
+fn capacity_clamped_alike_at_probe_and_resize() {
+    let loff = |sectors: u64| sectors.checked_mul(512).and_then(|b| i64::try_from(b).ok());
+    assert!(loff(MAX_CAPACITY).is_some());
+    assert!(loff(MAX_CAPACITY + 1).is_none());
+    assert_eq!(MAX_CAPACITY, (1u64 << 54) - 1);
     for ok in [0, 1, 2_097_152, MAX_CAPACITY] {
-        assert_eq!(check_capacity(ok), Ok(ok));
-        assert_eq!(
-            VirtioBlkConfig::parse(&ok.to_le_bytes(), 0).map(|c| c.capacity),
-            Ok(ok)
-        );
+        assert_eq!(clamp_capacity(ok), (ok, None));
+        let c = VirtioBlkConfig::parse(&ok.to_le_bytes(), 0).unwrap();
+        assert_eq!((c.capacity, c.clamps.is_empty()), (ok, true));
     }
-    for bad in [MAX_CAPACITY + 1, u64::MAX / 2, u64::MAX] {
-        let e = check_capacity(bad).unwrap_err();
-        assert_eq!((e.field, e.value), ("capacity", bad));
+    for big in [MAX_CAPACITY + 1, u64::MAX / 512, u64::MAX / 2, u64::MAX] {
+        let (used, clamp) = clamp_capacity(big);
+        assert_eq!(used, MAX_CAPACITY);
+        let clamp = clamp.unwrap();
         assert_eq!(
-            e.to_string(),
-            format!("virtio-blk config capacity = {bad}: above the maximum {MAX_CAPACITY}")
+            clamp.to_string(),
+            format!("device config: capacity {big}, using {MAX_CAPACITY}")
         );
-        assert_eq!(VirtioBlkConfig::parse(&bad.to_le_bytes(), 0), Err(e));
+        let c = VirtioBlkConfig::parse(&big.to_le_bytes(), 0).unwrap();
+        assert_eq!(c.capacity, MAX_CAPACITY);
+        assert_eq!(c.clamps.iter().copied().collect::<Vec<_>>(), [clamp]);
     }
 }
 
@@ -473,7 +476,7 @@ proptest! {
     /// Valid field values round-trip through the byte layout.
     #[test]
     fn valid_fields_round_trip(
-        capacity in 0..=u64::MAX / 512,
+        capacity in 0..=MAX_CAPACITY,
         size_max in 4096u32..,
         seg_max in 1u32..=MAX_SEG_MAX,
         lbs_log in 9u32..=12,

@@ -21,7 +21,6 @@ impl VirtioBlkConfig {
     /// Refused, with the field and value ([`ConfigError`]), only what
     /// makes I/O impossible or that upstream refuses too:
     ///
-    /// * `capacity` * 512 fits a `u64` ([`check_capacity`]);
     /// * `size_max` >= 4096 (upstream lets the block layer WARN);
     /// * `blk_size` a power of two in 512..=65536 (the block layer's
     ///   largest `BLK_MAX_BLOCK_SIZE`; the kernel's own is checked by
@@ -35,6 +34,8 @@ impl VirtioBlkConfig {
     /// warning line (advisory fields; upstream or the block layer accept
     /// them, mostly silently):
     ///
+    /// * `capacity`: at most [`MAX_CAPACITY`], the most whose byte size fits
+    ///   the block layer's `loff_t` ([`clamp_capacity`]);
     /// * `seg_max` 0: 1 (as upstream); above 32766: 32766 (as upstream,
     ///   silently);
     /// * `physical_block_exp`: at most a 64 KiB physical block (upstream
@@ -53,7 +54,10 @@ impl VirtioBlkConfig {
         let has = |bit| has_feature(features, bit);
         let mut clamps = Clamps::default();
 
-        let capacity = check_capacity(r.u64("capacity", offset::CAPACITY)?)?;
+        let (capacity, clamped) = clamp_capacity(r.u64("capacity", offset::CAPACITY)?);
+        if let Some(c) = clamped {
+            clamps.push(c.field, c.value, c.used);
+        }
 
         let size_max = if has(VIRTIO_BLK_F_SIZE_MAX) {
             let v = r.u32("size_max", offset::SIZE_MAX)?;

@@ -23,6 +23,9 @@ pub(crate) struct VirtioBlk {
     /// Of the queues, how many are polled (the last ones): a restore finds
     /// the same set again.
     npoll: u32,
+    /// The serial may be asked for: the rings have room for GET_ID beside a
+    /// largest request ([`virtio_ring_fit`]).
+    get_id: bool,
     /// Freezes (system sleeps and device resets) survived.
     restores: AtomicU64,
     /// Between `freeze` and `restore` (dispatch stopped, no virtqueues).
@@ -70,6 +73,9 @@ impl VirtioBlk {
     /// reset at remove if none ever does (`reclaim`). Nothing in the
     /// block layer waits for it, so removal cannot hang on it either.
     fn read_serial(&self, dev: &virtio::Device) -> Option<[u8; vblk::VIRTIO_BLK_ID_BYTES]> {
+        if !self.get_id {
+            return None;
+        }
         let name = self.disk_name.to_str().unwrap_or("?");
         let timeout_ms = params::get_id_timeout_ms.value();
         let slot = self.queues.vqs.first()?;
@@ -153,23 +159,30 @@ impl virtio::Driver for VirtioBlk {
         let npoll = params::poll_queues.value().min(nq - 1);
         let found = dev.find_vqs::<Self>(VQ_NAME_PREFIX, nq as usize, npoll as usize)?;
         // Without indirect descriptors a request takes one descriptor per
-        // segment besides its header and status: more than the ring holds
-        // could never be added, and the request would be retried for ever.
-        // `seg_max` need not know the ring (QEMU with seg-max-adjust=off
-        // offers 126 on any ring). Upstream does not check this.
-        if !dev.has_feature(virtio::VIRTIO_RING_F_INDIRECT_DESC) {
-            let ring = found.iter().map(|vq| vq.num_free()).min().unwrap_or(0);
-            let fits = ring.saturating_sub(2).max(1);
-            if limits.max_segments > fits {
-                dev_info!(
-                    dev,
-                    "seg_max {} does not fit a ring of {} without indirect descriptors: {} segments per request\n",
-                    limits.max_segments,
-                    ring,
-                    fits
-                );
-                limits.max_segments = fits;
-            }
+        // segment besides its header and status, and GET_ID (sent on the
+        // first queue, maybe never answered) holds 3: the cap keeps a
+        // largest request fitting beside it, else a request that cannot fit
+        // an otherwise idle ring would be retried for ever (upstream does
+        // not check this).
+        let indirect = dev.has_feature(virtio::VIRTIO_RING_F_INDIRECT_DESC);
+        let ring = found.iter().map(|vq| vq.num_free()).min().unwrap_or(0);
+        let fit = virtio_ring_fit(ring, indirect, limits.max_segments);
+        if fit.max_segments != limits.max_segments {
+            dev_info!(
+                dev,
+                "seg_max {} does not fit a ring of {} without indirect descriptors beside GET_ID: {} segments per request\n",
+                limits.max_segments,
+                ring,
+                fit.max_segments
+            );
+            limits.max_segments = fit.max_segments;
+        }
+        if !fit.get_id {
+            dev_info!(
+                dev,
+                "a ring of {} descriptors cannot hold GET_ID beside a request: no serial\n",
+                ring
+            );
         }
 
         let mut depth = params::queue_depth.value();
@@ -240,6 +253,7 @@ impl virtio::Driver for VirtioBlk {
                 disk_name,
                 capacity: AtomicU64::new(cfg.capacity),
                 npoll,
+                get_id: fit.get_id,
                 restores: AtomicU64::new(0),
                 frozen: AtomicBool::new(false),
                 cfg,

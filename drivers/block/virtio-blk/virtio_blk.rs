@@ -84,6 +84,7 @@ use naming::*;
 use blkcore::{
     limits::{
         virtio_limits,
+        virtio_ring_fit,
         QueueLimits, //
     },
     virtio::{

@@ -390,3 +390,65 @@ pub fn virtio_limits(
         fua: false,
     })
 }
+
+/// Descriptors a virtio-blk request takes besides its data segments
+/// without indirect descriptors: the header and the status byte.
+pub const VIRTIO_REQUEST_OVERHEAD: u32 = 2;
+
+/// Descriptors the serial request (`VIRTIO_BLK_T_GET_ID`: header, 20-byte
+/// id buffer, status) holds on the first request virtqueue without
+/// indirect descriptors, for as long as the device does not answer it,
+/// possibly for ever.
+pub const GET_ID_DESCRIPTORS: u32 = 3;
+
+/// Most data segments a virtio-blk request may have so that it fits a ring
+/// of `ring` descriptors on which nothing but `reserved` descriptors is
+/// held, or `None` when not even a one-segment request does. With
+/// indirect descriptors a request takes one descriptor whatever its size:
+/// no cap (`u32::MAX`) as long as one is free.
+///
+/// Why: a request that does not fit gets `ENOSPC`, and blk-mq retries it
+/// when a request completes. On a ring holding nothing else none ever
+/// does, and the disk hangs. `seg_max` need not know the ring (QEMU with
+/// `seg-max-adjust=off` offers 126 on any ring), and upstream does not
+/// check this.
+pub fn ring_fit_segments(ring: u32, indirect: bool, reserved: u32) -> Option<u32> {
+    let free = ring.checked_sub(reserved)?;
+    if indirect {
+        return (free >= 1).then_some(u32::MAX);
+    }
+    free.checked_sub(VIRTIO_REQUEST_OVERHEAD)
+        .filter(|&segs| segs >= 1)
+}
+
+/// How a virtio-blk disk's requests fit its rings, decided at probe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingFit {
+    /// Segments per request: `seg_max` capped so that a request fits.
+    pub max_segments: u32,
+    /// Whether the serial may be asked for: its descriptors are reserved
+    /// in `max_segments`, so that an unanswered GET_ID cannot keep a
+    /// largest request out of an otherwise idle ring. False when the ring
+    /// is too small to hold both a one-segment request and GET_ID (the
+    /// disk then has no serial).
+    pub get_id: bool,
+}
+
+/// Cap `max_segments` for the smallest request ring (`ring` descriptors)
+/// at probe, keeping room for the serial request ([`GET_ID_DESCRIPTORS`]),
+/// which is sent on an I/O queue and may never be answered.
+pub fn virtio_ring_fit(ring: u32, indirect: bool, max_segments: u32) -> RingFit {
+    match ring_fit_segments(ring, indirect, GET_ID_DESCRIPTORS) {
+        Some(fits) => RingFit {
+            max_segments: max_segments.min(fits),
+            get_id: true,
+        },
+        // Too small for both: I/O before the serial.
+        None => RingFit {
+            max_segments: max_segments
+                .min(ring_fit_segments(ring, indirect, 0).unwrap_or(1))
+                .max(1),
+            get_id: false,
+        },
+    }
+}

@@ -12,4 +12,5 @@ mod ring;
 mod virtio;
 mod virtio_clamps;
 mod virtio_limits;
+mod virtio_ring;
 mod xenstore;

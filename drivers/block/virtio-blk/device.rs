@@ -424,7 +424,29 @@ impl virtio::Driver for VirtioBlk {
     fn restore(self: Pin<&Self>, dev: &virtio::Device) -> Result {
         let name = self.disk_name.to_str().unwrap_or("?");
         let nq = self.queues.vqs.len();
-        let found = dev.find_vqs::<Self>(VQ_NAME_PREFIX, nq, self.npoll as usize);
+        let found = dev
+            .find_vqs::<Self>(VQ_NAME_PREFIX, nq, self.npoll as usize)
+            .and_then(|found| {
+                // The device may come back with a smaller queue: the held
+                // requests were built for the probe's ring. One that no
+                // longer fits would be retried for ever; they fail instead
+                // (the virtqueues are left unused, deleted at remove).
+                let indirect = dev.has_feature(virtio::VIRTIO_RING_F_INDIRECT_DESC);
+                let ring = found.iter().map(|vq| vq.num_free()).min().unwrap_or(0);
+                let segs = self.limits.max_segments;
+                if virtio_ring_fits_after_restore(ring, indirect, segs) {
+                    Ok(found)
+                } else {
+                    dev_err!(
+                        dev,
+                        "[{}] restore: a ring of {} descriptors does not hold a request of {} segments\n",
+                        name,
+                        ring,
+                        segs
+                    );
+                    Err(ENOSPC)
+                }
+            });
         let guard = self.disk.lock();
         let result = found.map(|found| {
             for (slot, vq) in self.queues.vqs.iter().zip(found) {

@@ -85,6 +85,7 @@ use blkcore::{
     limits::{
         virtio_limits,
         virtio_ring_fit,
+        virtio_ring_fits_after_restore,
         QueueLimits, //
     },
     virtio::{

@@ -452,3 +452,12 @@ pub fn virtio_ring_fit(ring: u32, indirect: bool, max_segments: u32) -> RingFit 
         },
     }
 }
+
+/// Whether the rings found again at a restore (`ring` descriptors, the
+/// smallest; nothing held: the serial is not asked again) still carry a
+/// request of `max_segments`, the limit the disk's requests, some of them
+/// already built and held across the freeze, were made with. A device may
+/// come back with a smaller queue.
+pub fn virtio_ring_fits_after_restore(ring: u32, indirect: bool, max_segments: u32) -> bool {
+    ring_fit_segments(ring, indirect, 0).is_some_and(|fits| fits >= max_segments)
+}

@@ -2,11 +2,12 @@
 
 //! How many segments a virtio-blk request may have so that it fits its
 //! ring: at probe with the serial request (GET_ID) held on the ring and
-//! never answered.
+//! never answered, and at a restore onto a ring that may have shrunk.
 
 use blkcore::limits::{
     ring_fit_segments,
     virtio_ring_fit,
+    virtio_ring_fits_after_restore,
     RingFit,
     GET_ID_DESCRIPTORS,
     VIRTIO_REQUEST_OVERHEAD, //
@@ -74,6 +75,27 @@ fn ring_fit_at_its_edges() {
     assert_eq!(ring_fit_segments(6, false, 3), Some(1));
     assert_eq!(ring_fit_segments(5, false, 3), None);
     assert_eq!(ring_fit_segments(0, false, 3), None);
+}
+
+#[test]
+fn a_restore_onto_a_smaller_ring_is_noticed() {
+    // Probed on 256 descriptors: 126 segments.
+    let segs = virtio_ring_fit(256, false, 126).max_segments;
+    assert!(virtio_ring_fits_after_restore(256, false, segs));
+    assert!(virtio_ring_fits_after_restore(128, false, segs));
+    assert!(!virtio_ring_fits_after_restore(64, false, segs));
+    // Exactly the request's descriptors: fits (nothing else is held).
+    assert!(virtio_ring_fits_after_restore(
+        descriptors(segs),
+        false,
+        segs
+    ));
+    assert!(!virtio_ring_fits_after_restore(
+        descriptors(segs) - 1,
+        false,
+        segs
+    ));
+    assert!(virtio_ring_fits_after_restore(4, true, segs));
 }
 
 proptest::proptest! {

@@ -57,8 +57,12 @@ int blkfront_rs_virtio_find_vqs(struct virtio_device *vdev, unsigned int nvqs,
 				unsigned int npoll, struct virtqueue **vqs,
 				blkfront_rs_vq_callback_t callback, const char *prefix);
 void blkfront_rs_virtio_del_vqs(struct virtio_device *vdev);
-/* How many virtqueues the device has now (its vqs list). */
-unsigned int blkfront_rs_virtio_nr_vqs(struct virtio_device *vdev);
+/*
+ * How many of the device's virtqueues blkfront_rs_virtio_find_vqs made (they
+ * carry its names): not the transport's own, such as virtio-pci's admin
+ * virtqueue, which are on the same list.
+ */
+unsigned int blkfront_rs_virtio_nr_own_vqs(struct virtio_device *vdev);
 void blkfront_rs_virtio_device_ready(struct virtio_device *vdev);
 void blkfront_rs_virtio_reset_device(struct virtio_device *vdev);
 

@@ -392,33 +392,18 @@ impl virtio::Driver for VirtioBlk {
         Ok(())
     }
 
-    fn surrender_vqs(self: Pin<&Self>, dev: &virtio::Device) -> KVec<virtio::Virtqueue> {
-        // Allocated before any virtqueue lock is taken (a spinlock with
-        // interrupts off: no allocation under it).
-        let mut out = match KVec::with_capacity(self.queues.vqs.len(), GFP_KERNEL) {
-            Ok(v) => v,
-            Err(e) => {
-                // None given back: the freeze fails (`EBUSY`), nothing is
-                // deleted.
-                dev_err!(
-                    dev,
-                    "freeze: no memory to give the virtqueues back: {:?}\n",
-                    e
-                );
-                return KVec::new();
-            }
-        };
+    fn surrender_vqs(self: Pin<&Self>, dev: &virtio::Device, out: &mut KVec<virtio::Virtqueue>) {
         for slot in self.queues.vqs.iter() {
             // Its own statement: the guard is dropped before the push.
             let vq = slot.vq.lock().surrender();
             if let Some(vq) = vq {
-                // Within the capacity reserved above: does not allocate.
+                // Within the capacity the core reserved for all of this
+                // device's virtqueues: does not allocate.
                 if out.push_within_capacity(vq).is_err() {
-                    dev_err!(dev, "freeze: more virtqueues than slots\n");
+                    dev_err!(dev, "freeze: more virtqueues than the device has\n");
                 }
             }
         }
-        out
     }
 
     fn restore(self: Pin<&Self>, dev: &virtio::Device) -> Result {
@@ -430,13 +415,18 @@ impl virtio::Driver for VirtioBlk {
                 // The device may come back with a smaller queue: the held
                 // requests were built for the probe's ring. One that no
                 // longer fits would be retried for ever; they fail instead
-                // (the virtqueues are left unused, deleted at remove).
+                // (the virtqueues are left unused).
                 let indirect = dev.has_feature(virtio::VIRTIO_RING_F_INDIRECT_DESC);
                 let ring = found.iter().map(|vq| vq.num_free()).min().unwrap_or(0);
                 let segs = self.limits.max_segments;
                 if virtio_ring_fits_after_restore(ring, indirect, segs) {
                     Ok(found)
                 } else {
+                    // Kept, unused, so that the next freeze gives them
+                    // back for deletion with the rest.
+                    for (slot, vq) in self.queues.vqs.iter().zip(found) {
+                        slot.vq.lock().park(vq);
+                    }
                     dev_err!(
                         dev,
                         "[{}] restore: a ring of {} descriptors does not hold a request of {} segments\n",

@@ -271,17 +271,19 @@ impl virtio::Driver for VirtioBlk {
         let Some(disk) = &mut *guard else {
             return Err(ENODEV);
         };
-        if let Some(id) = &serial {
-            let s = &id[..id.iter().position(|&b| b == 0).unwrap_or(id.len())];
-            if !s.is_empty() {
-                disk.set_serial(s);
-                dev_info!(
-                    dev,
-                    "[{}] serial {}\n",
-                    self.disk_name.to_str().unwrap_or("?"),
-                    core::str::from_utf8(s).unwrap_or("(not UTF-8)")
-                );
-            }
+        // As upstream, `serial` exists on every disk: empty when the device
+        // has none (GET_ID unsupported, or here not answered in time).
+        let s = serial.as_ref().map_or(&[][..], |id| {
+            &id[..id.iter().position(|&b| b == 0).unwrap_or(id.len())]
+        });
+        disk.set_serial(s);
+        if !s.is_empty() {
+            dev_info!(
+                dev,
+                "[{}] serial {}\n",
+                self.disk_name.to_str().unwrap_or("?"),
+                core::str::from_utf8(s).unwrap_or("(not UTF-8)")
+            );
         }
         self.report_capacity(dev, self.cfg.capacity, false);
         vblk::add_disk(disk, dev)?;

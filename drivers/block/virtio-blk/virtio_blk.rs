@@ -392,6 +392,14 @@ mod tests {
         );
     }
 
+    /// As many disks as upstream, each with a name.
+    #[test]
+    fn disk_indices_as_many_as_upstream() {
+        assert_eq!(DISK_INDICES.len() * 64, 65536);
+        let last = crate::blkcore::naming::disk_name("vd", MAX_DISKS - 1, 0);
+        assert_eq!(last.as_ref().map(|n| n.as_str()), Some("vdcrxp"));
+    }
+
     /// Advisory fields out of range: the disk comes up, clamped.
     #[test]
     fn clamps_advisory_fields() -> core::result::Result<(), ConfigError> {

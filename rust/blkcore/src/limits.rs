@@ -350,6 +350,11 @@ pub fn virtio_limits(
             segs = seg_max;
         }
         max_discard_segments = segs.min(MAX_DISCARD_SEGMENTS);
+        // Secure erase alone: upstream sets the granularity from
+        // `secure_erase_sector_alignment`, and `blk_validate_limits()` sets
+        // it back to 0 (no discard); secure erase does not use it
+        // (`blkdev_issue_secure_erase` aligns to the logical block). The
+        // discard alignment is 0 in upstream's limits either way.
         if max_discard_sectors != 0 {
             let g = if gran != 0 {
                 gran.checked_mul(SECTOR_SIZE)

@@ -234,7 +234,8 @@ fn virtio_secure_erase_combines_with_discard() {
     assert_eq!(l.max_discard_segments, 4);
     assert_eq!(l.discard_granularity, 16 * 512);
     assert_eq!(l.max_secure_erase_sectors, 2048);
-    // Secure erase alone: no discard, so no discard granularity.
+    // Secure erase alone: no discard, so no discard granularity (what
+    // blk_validate_limits leaves of upstream's value).
     c.discard = None;
     let l = virtio_limits(&c, usize::MAX).unwrap();
     assert_eq!(

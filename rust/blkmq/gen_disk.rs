@@ -157,7 +157,8 @@ impl<T: Operations> GenDisk<T> {
     }
 
     /// Serial number for `/sys/block/<disk>/serial` (at most 31 bytes kept);
-    /// set it before [`GenDisk::add`].
+    /// set it before [`GenDisk::add`]. The attribute exists once this was
+    /// called, empty for an empty `serial`; never called, it is absent.
     pub fn set_serial(&self, serial: &[u8]) {
         // SAFETY: the disk is valid and was allocated by the shim; `serial`
         // is readable for its length.

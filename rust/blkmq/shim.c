@@ -20,6 +20,8 @@ static_assert(BLKFRONT_RS_BLK_FEAT_ROTATIONAL == (__force unsigned int)BLK_FEAT_
 /* Lives as long as the gendisk: freed by ->free_disk. */
 struct blkfront_rs_disk_priv {
 	char serial[BLKFRONT_RS_SERIAL_MAX + 1];
+	/* The serial attribute exists (set_serial was called, maybe empty). */
+	bool has_serial;
 	/* What HDIO_GETGEO answers (one of three, so one field). */
 	enum { GEO_SD_DEFAULT, GEO_FIXED, GEO_XEN } geometry;
 	u16 cylinders;
@@ -178,7 +180,7 @@ static umode_t blkfront_rs_disk_attr_visible(struct kobject *kobj, struct attrib
 {
 	struct blkfront_rs_disk_priv *p = dev_to_disk(kobj_to_dev(kobj))->private_data;
 
-	return p && p->serial[0] ? a->mode : 0;
+	return p && p->has_serial ? a->mode : 0;
 }
 
 static const struct attribute_group blkfront_rs_disk_attr_group = {
@@ -193,6 +195,7 @@ void blkfront_rs_blkmq_set_serial(struct gendisk *disk, const char *serial, size
 	len = min_t(size_t, len, BLKFRONT_RS_SERIAL_MAX);
 	memcpy(p->serial, serial, len);
 	p->serial[len] = '\0';
+	p->has_serial = true;
 }
 
 void blkfront_rs_blkmq_set_attr_group(struct gendisk *disk, const void *group)

@@ -67,6 +67,13 @@ pub fn add_disk<T: Operations>(disk: &mut GenDisk<T>, dev: &Device) -> Result {
     disk.add(dev.as_dev())
 }
 
+/// The largest logical block size the running kernel's block layer takes
+/// (`BLK_MAX_BLOCK_SIZE`: 64 KiB with large folios, else a page).
+pub fn max_block_size() -> u32 {
+    // SAFETY: reads a compile-time constant; no state.
+    unsafe { shim::blkfront_rs_blk_max_block_size() }
+}
+
 /// The block layer's status for the device's status byte
 /// ([`RequestStatus::from_byte`]).
 pub fn status_to_blk(status: u8) -> Status {
@@ -323,6 +330,9 @@ impl IdRequest {
 /// while the device may use its buffers.
 pub struct BlkVq<T: Operations<RequestData = BlkReq>> {
     vq: Option<Virtqueue>,
+    /// A virtqueue held but not used (a restore found it too small):
+    /// submissions are refused as without one; given back at a freeze.
+    parked: Option<Virtqueue>,
     /// The GET_ID request the device holds, if any.
     id: Option<Arc<IdRequest>>,
     /// GET_ID answers that came after their waiter gave up.
@@ -338,6 +348,7 @@ impl<T: Operations<RequestData = BlkReq>> BlkVq<T> {
     pub fn new(vq: Virtqueue) -> Self {
         Self {
             vq: Some(vq),
+            parked: None,
             id: None,
             late_id_answers: 0,
             failed: false,
@@ -384,7 +395,14 @@ impl<T: Operations<RequestData = BlkReq>> BlkVq<T> {
     /// [`BlkVq::reclaim`]), so that it can be deleted; `None` if already
     /// given.
     pub fn surrender(&mut self) -> Option<Virtqueue> {
-        self.vq.take()
+        self.vq.take().or_else(|| self.parked.take())
+    }
+
+    /// Hold `vq` (fresh from `find_vqs`, no buffers) without using it:
+    /// submissions fail with `ENODEV` as without a virtqueue, and
+    /// [`BlkVq::surrender`] gives it back.
+    pub fn park(&mut self, vq: Virtqueue) {
+        self.parked = Some(vq);
     }
 
     /// Use `vq` (fresh from `find_vqs` at a restore, no buffers).

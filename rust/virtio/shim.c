@@ -122,6 +122,11 @@ size_t blkfront_rs_virtio_max_dma_size(struct virtio_device *vdev)
 	return virtio_max_dma_size(vdev);
 }
 
+u32 blkfront_rs_blk_max_block_size(void)
+{
+	return BLK_MAX_BLOCK_SIZE;
+}
+
 /*
  * The names of a device's virtqueues, "<prefix><index>" (virtio_blk:
  * "req.0", ...). A virtqueue keeps the pointer to its name, so the names are
@@ -213,9 +218,26 @@ void blkfront_rs_virtio_del_vqs(struct virtio_device *vdev)
 	vdev->config->del_vqs(vdev);
 }
 
-unsigned int blkfront_rs_virtio_nr_vqs(struct virtio_device *vdev)
+static int blkfront_rs_vq_names_any(struct device *dev, void *res, void *data)
 {
-	return list_count_nodes(&vdev->vqs);
+	return 1;
+}
+
+unsigned int blkfront_rs_virtio_nr_own_vqs(struct virtio_device *vdev)
+{
+	struct blkfront_rs_vq_names *v;
+	struct virtqueue *vq;
+	unsigned int i, n = 0;
+
+	v = devres_find(&vdev->dev, blkfront_rs_vq_names_release,
+			blkfront_rs_vq_names_any, NULL);
+	if (!v)
+		return 0;
+	list_for_each_entry(vq, &vdev->vqs, list)
+		for (i = 0; i < v->n; i++)
+			if (vq->name == v->names[i])
+				n++;
+	return n;
 }
 
 void blkfront_rs_virtio_device_ready(struct virtio_device *vdev)

@@ -57,8 +57,12 @@ int blkfront_rs_virtio_find_vqs(struct virtio_device *vdev, unsigned int nvqs,
 				unsigned int npoll, struct virtqueue **vqs,
 				blkfront_rs_vq_callback_t callback, const char *prefix);
 void blkfront_rs_virtio_del_vqs(struct virtio_device *vdev);
-/* How many virtqueues the device has now (its vqs list). */
-unsigned int blkfront_rs_virtio_nr_vqs(struct virtio_device *vdev);
+/*
+ * How many of the device's virtqueues blkfront_rs_virtio_find_vqs made (they
+ * carry its names): not the transport's own, such as virtio-pci's admin
+ * virtqueue, which are on the same list.
+ */
+unsigned int blkfront_rs_virtio_nr_own_vqs(struct virtio_device *vdev);
 void blkfront_rs_virtio_device_ready(struct virtio_device *vdev);
 void blkfront_rs_virtio_reset_device(struct virtio_device *vdev);
 
@@ -81,6 +85,9 @@ void blkfront_rs_work_schedule(struct blkfront_rs_work *w);
 void blkfront_rs_work_free_sync(struct blkfront_rs_work *w);
 /* Wait for a run in progress (flush_work); the item stays usable. */
 void blkfront_rs_work_flush(struct blkfront_rs_work *w);
+
+/* The block layer's largest logical block size (BLK_MAX_BLOCK_SIZE, a macro). */
+u32 blkfront_rs_blk_max_block_size(void);
 
 /* The virtio-blk disk attributes (cache_type), a static attribute_group. */
 const void *blkfront_rs_virtio_blk_attr_group(void);

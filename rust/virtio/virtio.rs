@@ -273,12 +273,14 @@ pub trait Driver: Sized + Send + Sync + 'static {
         let _ = dev;
         Err(code::EOPNOTSUPP)
     }
-    /// After `freeze` and `reclaim`: give back every [`Virtqueue`] found so
-    /// far, so that they can be deleted. One kept back stops the freeze
-    /// (`EBUSY`): a deleted virtqueue must not stay reachable.
-    fn surrender_vqs(self: Pin<&Self>, dev: &Device) -> KVec<Virtqueue> {
-        let _ = dev;
-        KVec::new()
+    /// After `freeze` and `reclaim`: move every [`Virtqueue`] found so far
+    /// into `out`, so that they can be deleted. `out` has room for all of
+    /// them, allocated before `freeze` (`push_within_capacity` does not
+    /// fail for them), so that nothing here can fail once I/O is stopped.
+    /// One kept back stops the freeze (`EBUSY`): a deleted virtqueue must
+    /// not stay reachable.
+    fn surrender_vqs(self: Pin<&Self>, dev: &Device, out: &mut KVec<Virtqueue>) {
+        let _ = (dev, out);
     }
     /// Resume after `freeze`: find the virtqueues again
     /// ([`Device::find_vqs`]), [`Device::ready`], release held requests.
@@ -467,6 +469,20 @@ unsafe extern "C" fn freeze_cb<T: Driver>(vdev: *mut shim::virtio_device) -> ffi
     // SAFETY: the virtio core calls this with a live device.
     let dev = unsafe { Device::from_raw(vdev) };
     let data = st.data.as_ref();
+    // The driver's own virtqueues only: the transport may keep its own on
+    // the same list (virtio-pci's admin virtqueue).
+    // SAFETY: live device; the core calls this with no find_vqs running.
+    let own = unsafe { shim::blkfront_rs_virtio_nr_own_vqs(vdev) } as usize;
+    // Allocated before anything stops: after `freeze` and the reset a
+    // failure could be undone no more (the disk would stay quiesced on a
+    // reset device, and its removal hang).
+    let mut vqs = match KVec::with_capacity(own, GFP_KERNEL) {
+        Ok(v) => v,
+        Err(e) => {
+            dev_err!(dev, "freeze: no memory to take the virtqueues back\n");
+            return Error::from(e).to_errno();
+        }
+    };
     if let Err(e) = T::freeze(data, dev) {
         return e.to_errno();
     }
@@ -476,15 +492,13 @@ unsafe extern "C" fn freeze_cb<T: Driver>(vdev: *mut shim::virtio_device) -> ffi
     // SAFETY: the driver stopped I/O (`freeze`): the device may be reset.
     unsafe { shim::blkfront_rs_virtio_reset_device(vdev) };
     T::reclaim(data, dev, &Reset(()));
-    let vqs = T::surrender_vqs(data, dev);
-    // SAFETY: live device.
-    let nr_vqs = unsafe { shim::blkfront_rs_virtio_nr_vqs(vdev) } as usize;
-    if vqs.len() != nr_vqs {
+    T::surrender_vqs(data, dev, &mut vqs);
+    if vqs.len() != own {
         dev_err!(
             dev,
             "freeze: {} of {} virtqueues given back: the device stays reset, its virtqueues kept\n",
             vqs.len(),
-            nr_vqs
+            own
         );
         return code::EBUSY.to_errno();
     }

@@ -137,7 +137,8 @@ pub(crate) fn read_config(dev: &virtio::Device, features: u64) -> [u8; offset::S
 }
 
 /// Config bytes -> validated config -> queue limits, with this driver's
-/// policy for the `rotational` parameter.
+/// policy for the `rotational` parameter. The config's `clamps` are the
+/// caller's to report.
 pub(crate) fn config_to_limits(
     bytes: &[u8],
     features: u64,
@@ -145,6 +146,7 @@ pub(crate) fn config_to_limits(
     rotational: i32,
 ) -> Result<(VirtioBlkConfig, QueueLimits), ConfigError> {
     let cfg = VirtioBlkConfig::parse(bytes, features)?;
+    cfg.check_block_size(vblk::max_block_size())?;
     let mut lim = virtio_limits(&cfg, max_dma_size)?;
     lim.rotational = match rotational {
         0 => Some(false),

@@ -23,6 +23,9 @@ pub(crate) struct VirtioBlk {
     /// Of the queues, how many are polled (the last ones): a restore finds
     /// the same set again.
     npoll: u32,
+    /// The serial may be asked for: the rings have room for GET_ID beside a
+    /// largest request ([`virtio_ring_fit`]).
+    get_id: bool,
     /// Freezes (system sleeps and device resets) survived.
     restores: AtomicU64,
     /// Between `freeze` and `restore` (dispatch stopped, no virtqueues).
@@ -70,6 +73,9 @@ impl VirtioBlk {
     /// reset at remove if none ever does (`reclaim`). Nothing in the
     /// block layer waits for it, so removal cannot hang on it either.
     fn read_serial(&self, dev: &virtio::Device) -> Option<[u8; vblk::VIRTIO_BLK_ID_BYTES]> {
+        if !self.get_id {
+            return None;
+        }
         let name = self.disk_name.to_str().unwrap_or("?");
         let timeout_ms = params::get_id_timeout_ms.value();
         let slot = self.queues.vqs.first()?;
@@ -130,6 +136,11 @@ impl virtio::Driver for VirtioBlk {
             dev_err!(dev, "{}\n", Shown(e));
             EINVAL
         })?;
+        // Advisory fields out of range: one line each, the disk still
+        // comes up.
+        for clamp in cfg.clamps.iter() {
+            dev_warn!(dev, "{}\n", Shown(*clamp));
+        }
 
         if !blkmq::CAN_CHAIN_SG {
             limits.max_segments = limits.max_segments.min(INLINE_SG_PER_REQUEST);
@@ -148,23 +159,30 @@ impl virtio::Driver for VirtioBlk {
         let npoll = params::poll_queues.value().min(nq - 1);
         let found = dev.find_vqs::<Self>(VQ_NAME_PREFIX, nq as usize, npoll as usize)?;
         // Without indirect descriptors a request takes one descriptor per
-        // segment besides its header and status: more than the ring holds
-        // could never be added, and the request would be retried for ever.
-        // `seg_max` need not know the ring (QEMU with seg-max-adjust=off
-        // offers 126 on any ring). Upstream does not check this.
-        if !dev.has_feature(virtio::VIRTIO_RING_F_INDIRECT_DESC) {
-            let ring = found.iter().map(|vq| vq.num_free()).min().unwrap_or(0);
-            let fits = ring.saturating_sub(2).max(1);
-            if limits.max_segments > fits {
-                dev_info!(
-                    dev,
-                    "seg_max {} does not fit a ring of {} without indirect descriptors: {} segments per request\n",
-                    limits.max_segments,
-                    ring,
-                    fits
-                );
-                limits.max_segments = fits;
-            }
+        // segment besides its header and status, and GET_ID (sent on the
+        // first queue, maybe never answered) holds 3: the cap keeps a
+        // largest request fitting beside it, else a request that cannot fit
+        // an otherwise idle ring would be retried for ever (upstream does
+        // not check this).
+        let indirect = dev.has_feature(virtio::VIRTIO_RING_F_INDIRECT_DESC);
+        let ring = found.iter().map(|vq| vq.num_free()).min().unwrap_or(0);
+        let fit = virtio_ring_fit(ring, indirect, limits.max_segments);
+        if fit.max_segments != limits.max_segments {
+            dev_info!(
+                dev,
+                "seg_max {} does not fit a ring of {} without indirect descriptors beside GET_ID: {} segments per request\n",
+                limits.max_segments,
+                ring,
+                fit.max_segments
+            );
+            limits.max_segments = fit.max_segments;
+        }
+        if !fit.get_id {
+            dev_info!(
+                dev,
+                "a ring of {} descriptors cannot hold GET_ID beside a request: no serial\n",
+                ring
+            );
         }
 
         let mut depth = params::queue_depth.value();
@@ -228,6 +246,13 @@ impl virtio::Driver for VirtioBlk {
         let name = naming::disk_name("vd", index.0, 0).ok_or(EINVAL)?;
         let disk_name = CString::try_from_fmt(fmt!("{}", name.as_str()))?;
         let disk = GenDisk::new(tagset, &limits, fmt!("{}", name.as_str()), cfg.capacity)?;
+        // Read once, here. Upstream reads the geometry at each HDIO_GETGEO;
+        // that needs the device alive and serialised against removal
+        // (upstream's vdev_mutex, ENXIO once removed), for a legacy field
+        // only old partitioning tools ask for and that no device changes:
+        // the config-change event announces capacity changes. The
+        // defaults without GEOMETRY follow the capacity at each call, as
+        // upstream's.
         if let Some(g) = cfg.geometry {
             disk.set_geometry(g.cylinders, g.heads, g.sectors);
         }
@@ -239,6 +264,7 @@ impl virtio::Driver for VirtioBlk {
                 disk_name,
                 capacity: AtomicU64::new(cfg.capacity),
                 npoll,
+                get_id: fit.get_id,
                 restores: AtomicU64::new(0),
                 frozen: AtomicBool::new(false),
                 cfg,
@@ -256,17 +282,19 @@ impl virtio::Driver for VirtioBlk {
         let Some(disk) = &mut *guard else {
             return Err(ENODEV);
         };
-        if let Some(id) = &serial {
-            let s = &id[..id.iter().position(|&b| b == 0).unwrap_or(id.len())];
-            if !s.is_empty() {
-                disk.set_serial(s);
-                dev_info!(
-                    dev,
-                    "[{}] serial {}\n",
-                    self.disk_name.to_str().unwrap_or("?"),
-                    core::str::from_utf8(s).unwrap_or("(not UTF-8)")
-                );
-            }
+        // As upstream, `serial` exists on every disk: empty when the device
+        // has none (GET_ID unsupported, or here not answered in time).
+        let s = serial.as_ref().map_or(&[][..], |id| {
+            &id[..id.iter().position(|&b| b == 0).unwrap_or(id.len())]
+        });
+        disk.set_serial(s);
+        if !s.is_empty() {
+            dev_info!(
+                dev,
+                "[{}] serial {}\n",
+                self.disk_name.to_str().unwrap_or("?"),
+                core::str::from_utf8(s).unwrap_or("(not UTF-8)")
+            );
         }
         self.report_capacity(dev, self.cfg.capacity, false);
         vblk::add_disk(disk, dev)?;
@@ -318,21 +346,19 @@ impl virtio::Driver for VirtioBlk {
         let Some(disk) = guard.as_ref() else {
             return;
         };
-        // The same check as at probe (`VirtioBlkConfig::parse`).
-        match vcfg::check_capacity(raw) {
-            Ok(sectors) => {
-                self.report_capacity(dev, sectors, true);
-                self.capacity.store(sectors, Ordering::Relaxed);
-                disk.set_capacity_and_notify(sectors);
-            }
-            Err(e) => dev_err!(
+        // The same rule as at probe (`VirtioBlkConfig::parse`).
+        let (sectors, clamped) = vcfg::clamp_capacity(raw);
+        if let Some(c) = clamped {
+            dev_warn!(
                 dev,
-                "[{}] {}; keeping {} sectors\n",
+                "[{}] {}\n",
                 self.disk_name.to_str().unwrap_or("?"),
-                Shown(e),
-                self.capacity.load(Ordering::Relaxed)
-            ),
+                Shown(c)
+            );
         }
+        self.report_capacity(dev, sectors, true);
+        self.capacity.store(sectors, Ordering::Relaxed);
+        disk.set_capacity_and_notify(sectors);
     }
 
     fn remove(self: Pin<&Self>, dev: &virtio::Device) {
@@ -385,39 +411,51 @@ impl virtio::Driver for VirtioBlk {
         Ok(())
     }
 
-    fn surrender_vqs(self: Pin<&Self>, dev: &virtio::Device) -> KVec<virtio::Virtqueue> {
-        // Allocated before any virtqueue lock is taken (a spinlock with
-        // interrupts off: no allocation under it).
-        let mut out = match KVec::with_capacity(self.queues.vqs.len(), GFP_KERNEL) {
-            Ok(v) => v,
-            Err(e) => {
-                // None given back: the freeze fails (`EBUSY`), nothing is
-                // deleted.
-                dev_err!(
-                    dev,
-                    "freeze: no memory to give the virtqueues back: {:?}\n",
-                    e
-                );
-                return KVec::new();
-            }
-        };
+    fn surrender_vqs(self: Pin<&Self>, dev: &virtio::Device, out: &mut KVec<virtio::Virtqueue>) {
         for slot in self.queues.vqs.iter() {
             // Its own statement: the guard is dropped before the push.
             let vq = slot.vq.lock().surrender();
             if let Some(vq) = vq {
-                // Within the capacity reserved above: does not allocate.
+                // Within the capacity the core reserved for all of this
+                // device's virtqueues: does not allocate.
                 if out.push_within_capacity(vq).is_err() {
-                    dev_err!(dev, "freeze: more virtqueues than slots\n");
+                    dev_err!(dev, "freeze: more virtqueues than the device has\n");
                 }
             }
         }
-        out
     }
 
     fn restore(self: Pin<&Self>, dev: &virtio::Device) -> Result {
         let name = self.disk_name.to_str().unwrap_or("?");
         let nq = self.queues.vqs.len();
-        let found = dev.find_vqs::<Self>(VQ_NAME_PREFIX, nq, self.npoll as usize);
+        let found = dev
+            .find_vqs::<Self>(VQ_NAME_PREFIX, nq, self.npoll as usize)
+            .and_then(|found| {
+                // The device may come back with a smaller queue: the held
+                // requests were built for the probe's ring. One that no
+                // longer fits would be retried for ever; they fail instead
+                // (the virtqueues are left unused).
+                let indirect = dev.has_feature(virtio::VIRTIO_RING_F_INDIRECT_DESC);
+                let ring = found.iter().map(|vq| vq.num_free()).min().unwrap_or(0);
+                let segs = self.limits.max_segments;
+                if virtio_ring_fits_after_restore(ring, indirect, segs) {
+                    Ok(found)
+                } else {
+                    // Kept, unused, so that the next freeze gives them
+                    // back for deletion with the rest.
+                    for (slot, vq) in self.queues.vqs.iter().zip(found) {
+                        slot.vq.lock().park(vq);
+                    }
+                    dev_err!(
+                        dev,
+                        "[{}] restore: a ring of {} descriptors does not hold a request of {} segments\n",
+                        name,
+                        ring,
+                        segs
+                    );
+                    Err(ENOSPC)
+                }
+            });
         let guard = self.disk.lock();
         let result = found.map(|found| {
             for (slot, vq) in self.queues.vqs.iter().zip(found) {

@@ -16,8 +16,15 @@ impl<T: core::fmt::Display> kernel::fmt::Display for Shown<T> {
     }
 }
 
-/// Bitmap of disk indices in use: 1024 disks (vda .. vdamj).
-pub(crate) static DISK_INDICES: [AtomicU64; 16] = [const { AtomicU64::new(0) }; 16];
+/// Disk indices, as many as upstream virtio_blk allocates
+/// (`minor_to_index(1 << MINORBITS)`: 16 minors per disk in the 20-bit
+/// minor space): vda .. vdcrxp. Ours take dynamic device numbers, but a
+/// guest that upstream serves with this many disks must get them all here.
+pub(crate) const MAX_DISKS: u32 = 1 << (20 - 4);
+
+/// Bitmap of disk indices in use (8 KiB).
+pub(crate) static DISK_INDICES: [AtomicU64; (MAX_DISKS / 64) as usize] =
+    [const { AtomicU64::new(0) }; (MAX_DISKS / 64) as usize];
 
 /// An allocated disk index, freed on drop.
 pub(crate) struct DiskIndex(pub(crate) u32);

@@ -84,6 +84,8 @@ use naming::*;
 use blkcore::{
     limits::{
         virtio_limits,
+        virtio_ring_fit,
+        virtio_ring_fits_after_restore,
         QueueLimits, //
     },
     virtio::{
@@ -393,29 +395,48 @@ mod tests {
         );
     }
 
+    /// As many disks as upstream, each with a name.
     #[test]
-    fn rejects_physical_block_exp_overflow() {
+    fn disk_indices_as_many_as_upstream() {
+        assert_eq!(DISK_INDICES.len() * 64, 65536);
+        let last = crate::blkcore::naming::disk_name("vd", MAX_DISKS - 1, 0);
+        assert_eq!(last.as_ref().map(|n| n.as_str()), Some("vdcrxp"));
+    }
+
+    /// Advisory fields out of range: the disk comes up, clamped.
+    #[test]
+    fn clamps_advisory_fields() -> core::result::Result<(), ConfigError> {
         let mut b = cfg_bytes();
         b[offset::PHYSICAL_BLOCK_EXP] = 40;
-        assert_eq!(
-            rejected(&b, feat(&[vcfg::VIRTIO_BLK_F_TOPOLOGY])),
-            "physical_block_exp"
-        );
-    }
-
-    #[test]
-    fn rejects_opt_io_overflow() {
-        let mut b = cfg_bytes();
         put32(&mut b, offset::BLK_SIZE, 4096);
         put32(&mut b, offset::OPT_IO_SIZE, u32::MAX);
-        let f = feat(&[vcfg::VIRTIO_BLK_F_BLK_SIZE, vcfg::VIRTIO_BLK_F_TOPOLOGY]);
-        assert_eq!(rejected(&b, f), "opt_io_size");
+        let f = feat(&[
+            vcfg::VIRTIO_BLK_F_SEG_MAX,
+            vcfg::VIRTIO_BLK_F_BLK_SIZE,
+            vcfg::VIRTIO_BLK_F_TOPOLOGY,
+        ]);
+        let (cfg, l) = config_to_limits(&b, f, usize::MAX, -1)?;
+        assert_eq!(l.max_segments, 1);
+        assert_eq!(l.physical_block_size, 65536);
+        assert!(cfg.clamps.get("seg_max").is_some());
+        assert!(cfg.clamps.get("physical_block_exp").is_some());
+        assert!(cfg.clamps.get("opt_io_size").is_some());
+        Ok(())
     }
 
+    /// A block size the running kernel's block layer cannot take is
+    /// refused by name, one it can is accepted.
     #[test]
-    fn rejects_seg_max_zero() {
-        let b = cfg_bytes();
-        assert_eq!(rejected(&b, feat(&[vcfg::VIRTIO_BLK_F_SEG_MAX])), "seg_max");
+    fn block_size_up_to_the_kernels_limit() {
+        let max = vblk::max_block_size();
+        let mut b = cfg_bytes();
+        put32(&mut b, offset::BLK_SIZE, max);
+        let f = feat(&[vcfg::VIRTIO_BLK_F_BLK_SIZE]);
+        assert_eq!(rejected(&b, f), "accepted");
+        if max < 65536 {
+            put32(&mut b, offset::BLK_SIZE, max * 2);
+            assert_eq!(rejected(&b, f), "blk_size");
+        }
     }
 
     #[test]

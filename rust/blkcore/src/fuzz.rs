@@ -273,7 +273,9 @@ pub const VIRTIO_HEADER_BYTES: usize = 12;
 /// Checks: parse and `virtio_limits` never panic; a parsed config has the
 /// documented ranges; the limits satisfy
 /// [`super::limits::QueueLimits::check_invariants`]; errors format as
-/// `virtio-blk config <field> ...`.
+/// `virtio-blk config <field> ...`, clamp warnings as
+/// `device config: <field> <value>, using <value>` and only for a value
+/// that changed.
 pub fn fuzz_virtio_config(data: &[u8]) -> Result<Outcome, Violation> {
     let mut header = [0u8; VIRTIO_HEADER_BYTES];
     for (dst, src) in header.iter_mut().zip(data.iter()) {
@@ -298,9 +300,16 @@ pub fn fuzz_virtio_config(data: &[u8]) -> Result<Outcome, Violation> {
         }
     };
     ensure(
-        cfg.blk_size.is_power_of_two() && (512..=4096).contains(&cfg.blk_size),
+        cfg.blk_size.is_power_of_two() && (512..=64 * 1024).contains(&cfg.blk_size),
         "blk_size out of range",
     )?;
+    for clamp in cfg.clamps.iter() {
+        ensure(clamp.value != clamp.used, "a clamp that changed nothing")?;
+        ensure(
+            starts_with(&formatted(clamp)?, "device config: "),
+            "clamp warning badly formatted",
+        )?;
+    }
     ensure(
         cfg.physical_block_size() <= 64 * 1024,
         "physical block above 64K",
@@ -380,6 +389,13 @@ max-ring-page-order=4\nmulti-queue-max-queues=4";
         bad.extend_from_slice(&0u32.to_le_bytes());
         bad.extend_from_slice(&[0u8; 24]);
         assert_eq!(fuzz_virtio_config(&bad), Ok(Outcome::Rejected));
+        // seg_max 0 and a 64 KiB block: accepted, seg_max clamped.
+        let mut odd = Vec::new();
+        odd.extend_from_slice(&((1u64 << 2) | (1u64 << 6)).to_le_bytes());
+        odd.extend_from_slice(&0u32.to_le_bytes());
+        odd.extend_from_slice(&[0u8; 20]);
+        odd.extend_from_slice(&65536u32.to_le_bytes());
+        assert_eq!(fuzz_virtio_config(&odd), Ok(Outcome::Accepted));
         // Transport DMA limit below a page: rejected by virtio_limits.
         let mut small = Vec::new();
         small.extend_from_slice(&0u64.to_le_bytes());

@@ -21,7 +21,8 @@ use super::virtio::{ConfigError, ConfigReason, VirtioBlkConfig, MAX_DISCARD_SEGM
 /// means "not supported".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueLimits {
-    /// Logical block size (bytes): power of two, 512..=4096.
+    /// Logical block size (bytes): power of two, 512..=65536 (Xen: 4096
+    /// at most).
     pub logical_block_size: u32,
     /// Physical block size (bytes): power of two, >= logical.
     pub physical_block_size: u32,
@@ -103,8 +104,10 @@ impl QueueLimits {
     pub fn check_invariants(&self) -> Result<(), &'static str> {
         let lbs = self.logical_block_size;
         let pbs = self.physical_block_size;
-        if !lbs.is_power_of_two() || !(SECTOR_SIZE..=XEN_PAGE_SIZE).contains(&lbs) {
-            return Err("logical_block_size not a power of two in 512..=4096");
+        // Up to the block layer's largest `BLK_MAX_BLOCK_SIZE` (64 KiB with
+        // large folios).
+        if !lbs.is_power_of_two() || !(SECTOR_SIZE..=64 * 1024).contains(&lbs) {
+            return Err("logical_block_size not a power of two in 512..=65536");
         }
         if !pbs.is_power_of_two() || pbs < lbs || pbs > 64 * 1024 {
             return Err("physical_block_size not a power of two in logical..=64K");
@@ -347,6 +350,11 @@ pub fn virtio_limits(
             segs = seg_max;
         }
         max_discard_segments = segs.min(MAX_DISCARD_SEGMENTS);
+        // Secure erase alone: upstream sets the granularity from
+        // `secure_erase_sector_alignment`, and `blk_validate_limits()` sets
+        // it back to 0 (no discard); secure erase does not use it
+        // (`blkdev_issue_secure_erase` aligns to the logical block). The
+        // discard alignment is 0 in upstream's limits either way.
         if max_discard_sectors != 0 {
             let g = if gran != 0 {
                 gran.checked_mul(SECTOR_SIZE)
@@ -386,4 +394,75 @@ pub fn virtio_limits(
         write_cache: cfg.writeback,
         fua: false,
     })
+}
+
+/// Descriptors a virtio-blk request takes besides its data segments
+/// without indirect descriptors: the header and the status byte.
+pub const VIRTIO_REQUEST_OVERHEAD: u32 = 2;
+
+/// Descriptors the serial request (`VIRTIO_BLK_T_GET_ID`: header, 20-byte
+/// id buffer, status) holds on the first request virtqueue without
+/// indirect descriptors, for as long as the device does not answer it,
+/// possibly for ever.
+pub const GET_ID_DESCRIPTORS: u32 = 3;
+
+/// Most data segments a virtio-blk request may have so that it fits a ring
+/// of `ring` descriptors on which nothing but `reserved` descriptors is
+/// held, or `None` when not even a one-segment request does. With
+/// indirect descriptors a request takes one descriptor whatever its size:
+/// no cap (`u32::MAX`) as long as one is free.
+///
+/// Why: a request that does not fit gets `ENOSPC`, and blk-mq retries it
+/// when a request completes. On a ring holding nothing else none ever
+/// does, and the disk hangs. `seg_max` need not know the ring (QEMU with
+/// `seg-max-adjust=off` offers 126 on any ring), and upstream does not
+/// check this.
+pub fn ring_fit_segments(ring: u32, indirect: bool, reserved: u32) -> Option<u32> {
+    let free = ring.checked_sub(reserved)?;
+    if indirect {
+        return (free >= 1).then_some(u32::MAX);
+    }
+    free.checked_sub(VIRTIO_REQUEST_OVERHEAD)
+        .filter(|&segs| segs >= 1)
+}
+
+/// How a virtio-blk disk's requests fit its rings, decided at probe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingFit {
+    /// Segments per request: `seg_max` capped so that a request fits.
+    pub max_segments: u32,
+    /// Whether the serial may be asked for: its descriptors are reserved
+    /// in `max_segments`, so that an unanswered GET_ID cannot keep a
+    /// largest request out of an otherwise idle ring. False when the ring
+    /// is too small to hold both a one-segment request and GET_ID (the
+    /// disk then has no serial).
+    pub get_id: bool,
+}
+
+/// Cap `max_segments` for the smallest request ring (`ring` descriptors)
+/// at probe, keeping room for the serial request ([`GET_ID_DESCRIPTORS`]),
+/// which is sent on an I/O queue and may never be answered.
+pub fn virtio_ring_fit(ring: u32, indirect: bool, max_segments: u32) -> RingFit {
+    match ring_fit_segments(ring, indirect, GET_ID_DESCRIPTORS) {
+        Some(fits) => RingFit {
+            max_segments: max_segments.min(fits),
+            get_id: true,
+        },
+        // Too small for both: I/O before the serial.
+        None => RingFit {
+            max_segments: max_segments
+                .min(ring_fit_segments(ring, indirect, 0).unwrap_or(1))
+                .max(1),
+            get_id: false,
+        },
+    }
+}
+
+/// Whether the rings found again at a restore (`ring` descriptors, the
+/// smallest; nothing held: the serial is not asked again) still carry a
+/// request of `max_segments`, the limit the disk's requests, some of them
+/// already built and held across the freeze, were made with. A device may
+/// come back with a smaller queue.
+pub fn virtio_ring_fits_after_restore(ring: u32, indirect: bool, max_segments: u32) -> bool {
+    ring_fit_segments(ring, indirect, 0).is_some_and(|fits| fits >= max_segments)
 }

@@ -142,8 +142,11 @@ pub mod offset {
 
 /// Logical block size when `VIRTIO_BLK_F_BLK_SIZE` is off (upstream: 512).
 pub const DEFAULT_BLK_SIZE: u32 = 512;
-/// Largest accepted logical block size: a page (4 KiB).
-pub const MAX_BLK_SIZE: u32 = 4096;
+/// Largest logical block size the parser accepts: the block layer's
+/// `BLK_MAX_BLOCK_SIZE` with large folios (64 KiB). A kernel built with a
+/// smaller one (a page, without `CONFIG_TRANSPARENT_HUGEPAGE`) refuses more
+/// than its own: [`VirtioBlkConfig::check_block_size`].
+pub const MAX_BLK_SIZE: u32 = 64 * 1024;
 /// Largest accepted physical block size (64 KiB).
 pub const MAX_PHYSICAL_BLOCK_SIZE: u32 = 64 * 1024;
 /// Smallest accepted `size_max`: the block layer's `BLK_MIN_SEGMENT_SIZE`.
@@ -222,7 +225,7 @@ impl fmt::Display for ConfigReason {
 }
 
 /// A rejected config field. Displays as, e.g.,
-/// `virtio-blk config blk_size = 1000: not a power of two in 512..=4096`.
+/// `virtio-blk config blk_size = 1000: not a power of two in 512..=65536`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConfigError {
     /// Field name as in `struct virtio_blk_config` (`zoned.model`, ...).
@@ -259,27 +262,96 @@ fn cerr(field: &'static str, value: impl Into<u64>, reason: ConfigReason) -> Con
     }
 }
 
-/// A discard / secure-erase alignment in 512-byte sectors: its byte size
-/// must fit `u32` and be a whole number of logical blocks.
-fn check_sector_alignment(
+/// An advisory config field the driver could not use as given, and the
+/// value used instead. Displays as the driver's one warning line for it,
+/// e.g. `device config: seg_max 0, using 1`.
+///
+/// Advisory fields (segment count, topology hints, alignments, capacity
+/// past what the block layer can size) are clamped, as upstream virtio_blk
+/// or the block layer would (often silently) do: refusing the device for
+/// them would cost a user the disk, possibly the boot disk. Only what makes
+/// I/O impossible is refused ([`ConfigError`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Clamp {
+    /// Field name as in `struct virtio_blk_config`.
+    pub field: &'static str,
+    /// The raw value the device offered.
+    pub value: u64,
+    /// The value used instead.
+    pub used: u64,
+}
+
+impl fmt::Display for Clamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "device config: {} {}, using {}",
+            self.field, self.value, self.used
+        )
+    }
+}
+
+/// The [`Clamp`]s of one parse, in config order. Room for every field that
+/// can be clamped, so none is lost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Clamps {
+    list: [Option<Clamp>; Clamps::ROOM],
+}
+
+impl Clamps {
+    /// Fields that can be clamped: capacity, seg_max, physical_block_exp,
+    /// alignment_offset, min_io_size, opt_io_size, wce,
+    /// discard_sector_alignment, secure_erase_sector_alignment.
+    const ROOM: usize = 9;
+
+    fn push(&mut self, field: &'static str, value: impl Into<u64>, used: impl Into<u64>) {
+        if let Some(slot) = self.list.iter_mut().find(|c| c.is_none()) {
+            *slot = Some(Clamp {
+                field,
+                value: value.into(),
+                used: used.into(),
+            });
+        }
+    }
+
+    /// The clamps, in config order.
+    pub fn iter(&self) -> impl Iterator<Item = &Clamp> {
+        self.list.iter().flatten()
+    }
+
+    /// The clamp of `field`, if it was clamped.
+    pub fn get(&self, field: &str) -> Option<&Clamp> {
+        self.iter().find(|c| c.field == field)
+    }
+
+    /// True when nothing was clamped.
+    pub fn is_empty(&self) -> bool {
+        self.iter().next().is_none()
+    }
+}
+
+/// A discard / secure-erase alignment in 512-byte sectors made usable: a
+/// whole number of logical blocks (rounded down, at least one) whose byte
+/// size fits `u32`. Upstream shifts it into a `u32` unchecked, and the
+/// block layer then raises the granularity to the physical block.
+fn fit_sector_alignment(
     field: &'static str,
     sectors: u32,
     blk_size: u32,
-) -> Result<(), ConfigError> {
-    let bytes = sectors
-        .checked_mul(512)
-        .ok_or_else(|| cerr(field, sectors, ConfigReason::Overflow))?;
-    if bytes.checked_rem(blk_size).unwrap_or(0) != 0 {
-        return Err(cerr(
-            field,
-            sectors,
-            ConfigReason::NotMultipleOf {
-                what: "blk_size in sectors",
-                value: u64::from(blk_size / 512),
-            },
-        ));
+    clamps: &mut Clamps,
+) -> u32 {
+    let block = (blk_size / 512).max(1);
+    let fits = sectors.min(u32::MAX / 512);
+    let used = fits - fits % block;
+    let used = if sectors != 0 && used == 0 {
+        block
+    } else {
+        used
+    };
+    if used != sectors {
+        clamps.push(field, sectors, used);
     }
-    Ok(())
+    used
 }
 
 /// Little-endian reader over the config bytes that fails with the field name.
@@ -317,22 +389,27 @@ impl Reader<'_> {
     }
 }
 
-/// Largest accepted `capacity` (512-byte sectors): its byte size fits a
-/// `u64` (the block layer's `sector_t` maths).
-pub const MAX_CAPACITY: u64 = u64::MAX / 512;
+/// Largest usable `capacity` (512-byte sectors): its byte size fits the
+/// block layer's `loff_t` (`i64`), which `set_capacity` shifts it into
+/// (`bdev_set_nr_sectors`: the inode size of the block device).
+pub const MAX_CAPACITY: u64 = i64::MAX as u64 / 512;
 
-/// Validate a `capacity` read from the device. The one check for both
-/// readers: [`VirtioBlkConfig::parse`] at probe and the driver's
-/// config-change (online resize) handler, which re-reads only this field.
-pub fn check_capacity(capacity: u64) -> Result<u64, ConfigError> {
+/// A `capacity` read from the device, made usable: above [`MAX_CAPACITY`]
+/// it is clamped there, with the [`Clamp`] to report (upstream passes it to
+/// `set_capacity` as it is, and the disk's byte size overflows to a
+/// negative one). The one rule for both readers: [`VirtioBlkConfig::parse`]
+/// at probe and the driver's config-change (online resize) handler, which
+/// re-reads only this field.
+pub fn clamp_capacity(capacity: u64) -> (u64, Option<Clamp>) {
     if capacity > MAX_CAPACITY {
-        return Err(cerr(
-            "capacity",
-            capacity,
-            ConfigReason::TooLarge { max: MAX_CAPACITY },
-        ));
+        let clamp = Clamp {
+            field: "capacity",
+            value: capacity,
+            used: MAX_CAPACITY,
+        };
+        return (MAX_CAPACITY, Some(clamp));
     }
-    Ok(capacity)
+    (capacity, None)
 }
 
 /// Legacy CHS geometry (`VIRTIO_BLK_F_GEOMETRY`).
@@ -385,17 +462,19 @@ pub struct SecureEraseConfig {
 pub struct VirtioBlkConfig {
     /// Negotiated feature bits the config was parsed with.
     pub features: u64,
-    /// Capacity in 512-byte sectors (always present).
+    /// Capacity in 512-byte sectors (always present), at most
+    /// [`MAX_CAPACITY`].
     pub capacity: u64,
     /// Maximum segment size in bytes (>= 4096); `None` without `SIZE_MAX`
     /// (no device limit; the transport's DMA limit still applies).
     pub size_max: Option<u32>,
     /// Maximum segments per request, in 1..=32766: `seg_max` capped like
-    /// upstream, or 1 without `SEG_MAX` (upstream's default).
+    /// upstream, or 1 without `SEG_MAX` or when the device says 0
+    /// (upstream's default).
     pub seg_max: u32,
     /// Legacy geometry, `None` without `GEOMETRY`.
     pub geometry: Option<Geometry>,
-    /// Logical block size in bytes: power of two in 512..=4096 (512
+    /// Logical block size in bytes: power of two in 512..=65536 (512
     /// without `BLK_SIZE`).
     pub blk_size: u32,
     /// log2(physical / logical block) (0 without `TOPOLOGY`); the physical
@@ -422,6 +501,9 @@ pub struct VirtioBlkConfig {
     pub secure_erase: Option<SecureEraseConfig>,
     /// `RO` was negotiated.
     pub read_only: bool,
+    /// Advisory fields the device offered out of range, and what was used
+    /// instead (the fields above hold the values used).
+    pub clamps: Clamps,
 }
 
 // The layout must match the packed C struct: each field starts where the

@@ -217,6 +217,24 @@ fn virtio_seeds() -> Vec<Vec<u8>> {
         ),
         // Bare device: capacity only.
         virtio_seed(0, 4096, &[(o::CAPACITY, &64u64.to_le_bytes())]),
+        // Advisory fields out of range (clamped) and a 64 KiB block.
+        virtio_seed(
+            no_zoned & !blkcore::virtio::feature_mask(blkcore::virtio::VIRTIO_BLK_F_SECURE_ERASE),
+            0,
+            &[
+                (o::CAPACITY, &u64::MAX.to_le_bytes()),
+                (o::SIZE_MAX, &65536u32.to_le_bytes()),
+                (o::SEG_MAX, &0u32.to_le_bytes()),
+                (o::BLK_SIZE, &65536u32.to_le_bytes()),
+                (o::PHYSICAL_BLOCK_EXP, &[9]),
+                (o::ALIGNMENT_OFFSET, &[200]),
+                (o::MIN_IO_SIZE, &3u16.to_le_bytes()),
+                (o::OPT_IO_SIZE, &u32::MAX.to_le_bytes()),
+                (o::WCE, &[9]),
+                (o::NUM_QUEUES, &1u16.to_le_bytes()),
+                (o::DISCARD_SECTOR_ALIGNMENT, &3u32.to_le_bytes()),
+            ],
+        ),
     ]
 }
 

@@ -16,36 +16,48 @@ impl VirtioBlkConfig {
     /// Parse and validate config space `bytes` for negotiated `features`.
     ///
     /// `bytes` needs to cover only the fields of negotiated features;
-    /// anything past them is ignored. Checks, each failing with the field
-    /// and value (upstream silently mis-computes or falls back on these):
+    /// anything past them is ignored.
     ///
-    /// * `capacity` * 512 fits a `u64` ([`check_capacity`]);
+    /// Refused, with the field and value ([`ConfigError`]), only what
+    /// makes I/O impossible or that upstream refuses too:
+    ///
     /// * `size_max` >= 4096 (upstream lets the block layer WARN);
-    /// * `seg_max` != 0 (upstream quietly uses 1); larger than 32766 is
-    ///   capped like upstream;
-    /// * `blk_size` a power of two in 512..=4096 (upstream accepts up to
-    ///   the block layer's maximum, 64 KiB with large folios);
-    /// * `physical_block_exp`: `blk_size << exp` <= 64 KiB (upstream
-    ///   shifts `1 << exp` with no check: undefined for exp >= 32);
-    /// * `alignment_offset` < one physical block (upstream lets the block
-    ///   layer mask it);
-    /// * `min_io_size`: its byte size a multiple of the physical block
-    ///   size when it is at least one physical block (smaller values are
-    ///   raised to the physical block size, as the block layer does);
-    /// * `opt_io_size * blk_size` fits `u32` (upstream overflows);
+    /// * `blk_size` a power of two in 512..=65536 (the block layer's
+    ///   largest `BLK_MAX_BLOCK_SIZE`; the kernel's own is checked by
+    ///   [`VirtioBlkConfig::check_block_size`]);
     /// * `num_queues` != 0 with `MQ` (same as upstream);
-    /// * `discard_sector_alignment * 512` fits `u32` (upstream overflows)
-    ///   and is a multiple of `blk_size` (same for
-    ///   `secure_erase_sector_alignment`);
     /// * secure-erase fields non-zero (same as upstream);
-    /// * `wce` is 0 or 1;
-    /// * `zoned.model`: host-managed devices are rejected (this driver has
+    /// * `zoned.model`: host-managed devices are refused (this driver has
     ///   no zoned support), unknown models too; none/host-aware are fine.
+    ///
+    /// Clamped, each recorded in [`VirtioBlkConfig::clamps`] for one
+    /// warning line (advisory fields; upstream or the block layer accept
+    /// them, mostly silently):
+    ///
+    /// * `capacity`: at most [`MAX_CAPACITY`], the most whose byte size fits
+    ///   the block layer's `loff_t` ([`clamp_capacity`]);
+    /// * `seg_max` 0: 1 (as upstream); above 32766: 32766 (as upstream,
+    ///   silently);
+    /// * `physical_block_exp`: at most a 64 KiB physical block (upstream
+    ///   shifts `1 << exp` unchecked: undefined for exp >= 32);
+    /// * `alignment_offset` within one physical block (the block layer
+    ///   masks it so);
+    /// * `min_io_size` at or above one physical block: rounded down to a
+    ///   whole number of physical blocks (smaller values are raised to the
+    ///   physical block, silently, as the block layer does);
+    /// * `opt_io_size * blk_size` fits `u32` (upstream overflows);
+    /// * `wce` above 1: 1 (upstream treats any non-zero as writeback);
+    /// * `discard_sector_alignment` and `secure_erase_sector_alignment`:
+    ///   whole logical blocks whose byte size fits `u32`.
     pub fn parse(bytes: &[u8], features: u64) -> Result<Self, ConfigError> {
         let r = Reader(bytes);
         let has = |bit| has_feature(features, bit);
+        let mut clamps = Clamps::default();
 
-        let capacity = check_capacity(r.u64("capacity", offset::CAPACITY)?)?;
+        let (capacity, clamped) = clamp_capacity(r.u64("capacity", offset::CAPACITY)?);
+        if let Some(c) = clamped {
+            clamps.push(c.field, c.value, c.used);
+        }
 
         let size_max = if has(VIRTIO_BLK_F_SIZE_MAX) {
             let v = r.u32("size_max", offset::SIZE_MAX)?;
@@ -65,10 +77,12 @@ impl VirtioBlkConfig {
 
         let seg_max = if has(VIRTIO_BLK_F_SEG_MAX) {
             let v = r.u32("seg_max", offset::SEG_MAX)?;
+            // Above the cap is no device error (QEMU offers up to its queue
+            // size): capped without a warning, as upstream.
             if v == 0 {
-                return Err(cerr("seg_max", v, ConfigReason::Zero));
+                clamps.push("seg_max", v, 1u32);
             }
-            v.min(MAX_SEG_MAX)
+            v.clamp(1, MAX_SEG_MAX)
         } else {
             1
         };
@@ -103,60 +117,50 @@ impl VirtioBlkConfig {
         let (mut physical_block_exp, mut alignment_offset) = (0u8, 0u8);
         let (mut min_io_size, mut opt_io_size) = (0u16, 0u32);
         if has(VIRTIO_BLK_F_TOPOLOGY) {
-            physical_block_exp = r.u8("physical_block_exp", offset::PHYSICAL_BLOCK_EXP)?;
-            // blk_size >= 512 = 2^9, so exp <= 7 keeps the shift in range;
-            // anything larger is rejected before shifting.
+            let exp = r.u8("physical_block_exp", offset::PHYSICAL_BLOCK_EXP)?;
+            // blk_size >= 512 = 2^9, so max_exp <= 7 keeps the shifts below
+            // in range.
             let max_exp = MAX_PHYSICAL_BLOCK_SIZE
                 .checked_div(blk_size)
                 .unwrap_or(1)
                 .trailing_zeros();
-            if u32::from(physical_block_exp) > max_exp {
-                return Err(cerr(
-                    "physical_block_exp",
-                    physical_block_exp,
-                    ConfigReason::TooLarge {
-                        max: u64::from(max_exp),
-                    },
-                ));
+            physical_block_exp = exp.min(u8::try_from(max_exp).unwrap_or(0));
+            if physical_block_exp != exp {
+                clamps.push("physical_block_exp", exp, physical_block_exp);
             }
-            let phys_blocks = 1u32
-                .checked_shl(u32::from(physical_block_exp))
-                .unwrap_or(u32::MAX);
-            alignment_offset = r.u8("alignment_offset", offset::ALIGNMENT_OFFSET)?;
-            if u32::from(alignment_offset) >= phys_blocks {
-                return Err(cerr(
-                    "alignment_offset",
-                    alignment_offset,
-                    ConfigReason::TooLarge {
-                        max: u64::from(phys_blocks.saturating_sub(1)),
-                    },
-                ));
+            let phys_blocks = 1u32.checked_shl(u32::from(physical_block_exp)).unwrap_or(1);
+            let offset = r.u8("alignment_offset", offset::ALIGNMENT_OFFSET)?;
+            // The block layer masks the byte offset with the physical block
+            // size: the same in logical blocks.
+            alignment_offset = u8::try_from(u32::from(offset) % phys_blocks).unwrap_or(0);
+            if alignment_offset != offset {
+                clamps.push("alignment_offset", offset, alignment_offset);
             }
-            min_io_size = r.u16("min_io_size", offset::MIN_IO_SIZE)?;
-            // min_io_size is in logical blocks; a multiple of a physical
-            // block is a multiple of phys_blocks logical blocks.
-            if u32::from(min_io_size) >= phys_blocks && u32::from(min_io_size) % phys_blocks != 0 {
-                return Err(cerr(
-                    "min_io_size",
-                    min_io_size,
-                    ConfigReason::NotMultipleOf {
-                        what: "the physical block in logical blocks",
-                        value: u64::from(phys_blocks),
-                    },
-                ));
+            let min_io = r.u16("min_io_size", offset::MIN_IO_SIZE)?;
+            // In logical blocks: a whole number of physical blocks is a
+            // multiple of phys_blocks. Below one physical block it is raised
+            // to one in `virtio_limits`, as the block layer does.
+            min_io_size = min_io;
+            if u32::from(min_io) >= phys_blocks {
+                let whole = u32::from(min_io) - u32::from(min_io) % phys_blocks;
+                min_io_size = u16::try_from(whole).unwrap_or(min_io);
             }
-            opt_io_size = r.u32("opt_io_size", offset::OPT_IO_SIZE)?;
-            if opt_io_size.checked_mul(blk_size).is_none() {
-                return Err(cerr("opt_io_size", opt_io_size, ConfigReason::Overflow));
+            if min_io_size != min_io {
+                clamps.push("min_io_size", min_io, min_io_size);
+            }
+            let opt_io = r.u32("opt_io_size", offset::OPT_IO_SIZE)?;
+            opt_io_size = opt_io.min(u32::MAX / blk_size.max(1));
+            if opt_io_size != opt_io {
+                clamps.push("opt_io_size", opt_io, opt_io_size);
             }
         }
 
         let writeback = if has(VIRTIO_BLK_F_CONFIG_WCE) {
-            match r.u8("wce", offset::WCE)? {
-                0 => false,
-                1 => true,
-                v => return Err(cerr("wce", v, ConfigReason::TooLarge { max: 1 })),
+            let wce = r.u8("wce", offset::WCE)?;
+            if wce > 1 {
+                clamps.push("wce", wce, 1u8);
             }
+            wce != 0
         } else {
             has(VIRTIO_BLK_F_FLUSH)
         };
@@ -172,14 +176,17 @@ impl VirtioBlkConfig {
         };
 
         let discard = if has(VIRTIO_BLK_F_DISCARD) {
-            let d = DiscardConfig {
+            let alignment = r.u32("discard_sector_alignment", offset::DISCARD_SECTOR_ALIGNMENT)?;
+            Some(DiscardConfig {
                 max_sectors: r.u32("max_discard_sectors", offset::MAX_DISCARD_SECTORS)?,
                 max_seg: r.u32("max_discard_seg", offset::MAX_DISCARD_SEG)?,
-                sector_alignment: r
-                    .u32("discard_sector_alignment", offset::DISCARD_SECTOR_ALIGNMENT)?,
-            };
-            check_sector_alignment("discard_sector_alignment", d.sector_alignment, blk_size)?;
-            Some(d)
+                sector_alignment: fit_sector_alignment(
+                    "discard_sector_alignment",
+                    alignment,
+                    blk_size,
+                    &mut clamps,
+                ),
+            })
         } else {
             None
         };
@@ -207,7 +214,12 @@ impl VirtioBlkConfig {
                     ConfigReason::Zero,
                 ));
             }
-            check_sector_alignment("secure_erase_sector_alignment", sector_alignment, blk_size)?;
+            let sector_alignment = fit_sector_alignment(
+                "secure_erase_sector_alignment",
+                sector_alignment,
+                blk_size,
+                &mut clamps,
+            );
             let max_sectors =
                 r.u32("max_secure_erase_sectors", offset::MAX_SECURE_ERASE_SECTORS)?;
             if max_sectors == 0 {
@@ -263,6 +275,24 @@ impl VirtioBlkConfig {
             write_zeroes,
             secure_erase,
             read_only: has(VIRTIO_BLK_F_RO),
+            clamps,
         })
+    }
+
+    /// Refuse a logical block size above the running kernel's
+    /// `BLK_MAX_BLOCK_SIZE` (`max`): the block layer would refuse the
+    /// disk's limits, with no word of which field.
+    pub fn check_block_size(&self, max: u32) -> Result<(), ConfigError> {
+        if self.blk_size > max {
+            return Err(cerr(
+                "blk_size",
+                self.blk_size,
+                ConfigReason::NotPowerOfTwoIn {
+                    min: u64::from(DEFAULT_BLK_SIZE),
+                    max: u64::from(max),
+                },
+            ));
+        }
+        Ok(())
     }
 }

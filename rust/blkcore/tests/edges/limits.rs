@@ -37,7 +37,7 @@ const GOOD: QueueLimits = QueueLimits {
     fua: true,
 };
 
-const LBS: &str = "logical_block_size not a power of two in 512..=4096";
+const LBS: &str = "logical_block_size not a power of two in 512..=65536";
 const PBS: &str = "physical_block_size not a power of two in logical..=64K";
 const ALIGN: &str = "alignment_offset not below physical_block_size";
 const IO_MIN: &str = "io_min not a multiple of physical_block_size";
@@ -67,15 +67,20 @@ fn the_valid_limits_pass() {
 }
 
 #[test]
-fn logical_block_a_power_of_two_in_512_to_4096() {
+fn logical_block_a_power_of_two_in_512_to_65536() {
     assert_eq!(
         check(|l| blocks(l, 1536, 4096)),
         Err(LBS),
         "not a power of two"
     );
     assert_eq!(check(|l| blocks(l, 256, 4096)), Err(LBS), "below 512");
-    assert_eq!(check(|l| blocks(l, 8192, 8192)), Err(LBS), "above 4096");
+    assert_eq!(
+        check(|l| blocks(l, 128 << 10, 128 << 10)),
+        Err(LBS),
+        "above 64K"
+    );
     assert_eq!(check(|l| blocks(l, 4096, 4096)), Ok(()));
+    assert_eq!(check(|l| blocks(l, 64 << 10, 64 << 10)), Ok(()));
 }
 
 #[test]

@@ -10,5 +10,7 @@ mod limits;
 mod negotiate;
 mod ring;
 mod virtio;
+mod virtio_clamps;
 mod virtio_limits;
+mod virtio_ring;
 mod xenstore;

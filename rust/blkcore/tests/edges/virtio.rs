@@ -1,14 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Config space edges: the smallest `size_max` accepted, and a discard
-//! alignment that is not whole logical blocks, rejected with the block
-//! size in sectors it must be a multiple of.
+//! alignment that is not whole logical blocks, rounded to whole blocks
+//! with a warning.
 
 use blkcore::virtio::{
     feature_mask,
     offset,
-    ConfigError,
-    ConfigReason,
     VirtioBlkConfig,
     VIRTIO_BLK_F_BLK_SIZE,
     VIRTIO_BLK_F_DISCARD,
@@ -25,30 +23,32 @@ fn a_size_max_of_one_page_is_accepted() {
 }
 
 #[test]
-fn a_discard_alignment_of_part_of_a_block_names_the_block_in_sectors() {
+fn a_discard_alignment_of_part_of_a_block_is_rounded_to_whole_blocks() {
     let mut cfg = [0u8; offset::SIZE];
     cfg[offset::BLK_SIZE..offset::BLK_SIZE + 4].copy_from_slice(&4096u32.to_le_bytes());
     let at = offset::DISCARD_SECTOR_ALIGNMENT;
     cfg[at..at + 4].copy_from_slice(&12u32.to_le_bytes());
     let features = feature_mask(VIRTIO_BLK_F_BLK_SIZE) | feature_mask(VIRTIO_BLK_F_DISCARD);
-    let e = VirtioBlkConfig::parse(&cfg, features).unwrap_err();
+    let c = VirtioBlkConfig::parse(&cfg, features).unwrap();
+    assert_eq!(c.discard.map(|d| d.sector_alignment), Some(8));
     assert_eq!(
-        e,
-        ConfigError {
-            field: "discard_sector_alignment",
-            value: 12,
-            reason: ConfigReason::NotMultipleOf {
-                what: "blk_size in sectors",
-                value: 8,
-            },
-        }
+        c.clamps
+            .get("discard_sector_alignment")
+            .map(|c| c.to_string()),
+        Some("device config: discard_sector_alignment 12, using 8".into())
     );
-    assert_eq!(
-        e.to_string(),
-        "virtio-blk config discard_sector_alignment = 12: \
-         not a multiple of blk_size in sectors (8)"
-    );
-    // Whole blocks are fine.
+    // Less than a block: one block.
+    cfg[at..at + 4].copy_from_slice(&1u32.to_le_bytes());
+    let c = VirtioBlkConfig::parse(&cfg, features).unwrap();
+    assert_eq!(c.discard.map(|d| d.sector_alignment), Some(8));
+    // A byte size past u32: the largest whole number of blocks that fits.
+    cfg[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    let c = VirtioBlkConfig::parse(&cfg, features).unwrap();
+    let s = c.discard.map_or(0, |d| d.sector_alignment);
+    assert!(s.checked_mul(512).is_some() && s % 8 == 0 && s > u32::MAX / 512 - 8);
+    // Whole blocks are used as given, without a warning.
     cfg[at..at + 4].copy_from_slice(&16u32.to_le_bytes());
-    assert!(VirtioBlkConfig::parse(&cfg, features).is_ok());
+    let c = VirtioBlkConfig::parse(&cfg, features).unwrap();
+    assert_eq!(c.discard.map(|d| d.sector_alignment), Some(16));
+    assert!(c.clamps.is_empty());
 }

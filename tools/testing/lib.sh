@@ -341,7 +341,17 @@ start_monitor_relay() { # log monitor.sock
     local log=$1 sock=$2
     (
         tail -F -n +1 "$log" 2>/dev/null | sed -un 's/\r//g; s/^HOST-CMD: //p' | while IFS= read -r cmd; do
-            python3 - "$sock" "$cmd" <<'PY'
+            case $cmd in
+                vub-attach\ * | vub-detach\ *) vhost_user_cmd "$sock" $cmd ;;
+                *) monitor_send "$sock" "$cmd" ;;
+            esac
+        done
+    ) > /dev/null 2>&1 &
+    echo $!
+}
+# monitor_send MONITOR.SOCK CMD: one command to QEMU's human monitor.
+monitor_send() {
+    python3 - "$1" "$2" <<'PY'
 import socket, sys, time
 s = socket.socket(socket.AF_UNIX)
 s.connect(sys.argv[1])
@@ -360,9 +370,31 @@ if cmd == "system_wakeup-when-suspended":
 s.sendall((cmd + "\n").encode())
 time.sleep(0.5)
 PY
-        done
-    ) > /dev/null 2>&1 &
-    echo $!
+}
+# vhost_user_cmd MONITOR.SOCK vub-attach SCENARIO N | vub-detach N: the
+# guest's requests for a device of virtio-blk-backend
+# (tools/testing/virtio-backend) in a guest whose RAM is shared
+# (virtio-guest.sh with VHOST_USER=1, which sets VUB_DIR and VUB_BIN).
+# Attach starts the device on a fresh 128 MiB file, misbehaving as
+# SCENARIO ("well": not at all), and hot-plugs it as vhost-user-blk-pci
+# "vub<N>" (2 queues); detach unplugs it (the guest's removal then runs).
+# The device appends "fired SCENARIO" to $VUB_DIR/fired when it strikes.
+vhost_user_cmd() {
+    local sock=$1 n i
+    case $2 in
+        vub-attach)
+            n=$4
+            truncate -s 128M "$VUB_DIR/vub$n.img"
+            rm -f "$VUB_DIR/vub$n.sock"
+            # shellcheck disable=SC2046
+            setsid "$VUB_BIN" --socket "$VUB_DIR/vub$n.sock" --file "$VUB_DIR/vub$n.img" --fired "$VUB_DIR/fired" \
+                $([ "$3" = well ] || echo --misbehave "$3") >> "$VUB_DIR/device.log" 2>&1 < /dev/null &
+            echo $! >> "$VUB_DIR/pids"
+            for ((i = 0; i < 50; i++)); do [ -S "$VUB_DIR/vub$n.sock" ] && break; sleep 0.1; done
+            monitor_send "$sock" "chardev-add socket,id=vubc$n,path=$VUB_DIR/vub$n.sock"
+            monitor_send "$sock" "device_add vhost-user-blk-pci,chardev=vubc$n,id=vub$n,num-queues=2" ;;
+        vub-detach) monitor_send "$sock" "device_del vub$3" ;;
+    esac
 }
 # Children first: once the subshell is gone they belong to init.
 stop_monitor_relay() { pkill -P "$1" 2>/dev/null || true; kill "$1" 2>/dev/null || true; }

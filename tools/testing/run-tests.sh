@@ -141,11 +141,13 @@ if [ "$mode" != --host-only ]; then
         # 10.9): the Debian suites (one Xen boot each, at their ends; 65
         # deploys what 60 built) and suite 10 in one lane, the debug virtio
         # boots and then the debug Xen boot in the other, which starts when
-        # only suite 10's single-threaded boots are left beside it. Every
-        # suite is in exactly one stage (a new one fails loudly).
+        # only suite 10's single-threaded boots are left beside it. Stage 2:
+        # suite 20's Xen boots, with the hostile virtio device's
+        # single-threaded boots (suite 15) beside them. Every suite is in
+        # exactly one stage (a new one fails loudly).
         stages=(
             "60-debian-stock.sh 65-debian-deploy.sh 10-virtio.sh | 30-debug-virtio.sh 35-debug-xen.sh"
-            "20-xen.sh"
+            "20-xen.sh | 15-virtio-hostile.sh"
             "50-bench-smoke.sh"
         )
         staged=" ${stages[*]} "
@@ -176,13 +178,17 @@ if [ "$mode" != --host-only ]; then
             run_lane "${first[@]}"
             [ -z "$lane2_job" ] || wait "$lane2_job"
         done
-        # The committed hostile-backend table against the backend's
-        # scenarios and suite 20's outcomes for ours.
-        if table=$(bash "$REPO/tools/testing/hostile-table.sh" --check 2>&1); then
-            record pass "docs: Documentation/hostile-backend.md is $table"
-        else
-            while read -r line; do record fail "docs: Documentation/hostile-backend.md is $line"; done <<< "$table"
-        fi
+        # The committed hostile tables against the scenarios of the backend
+        # and the device, and ours' outcomes in suites 20 and 15.
+        for kind in "hostile-backend.md" "hostile-device.md --virtio"; do
+            read -r page flag <<< "$kind"
+            # shellcheck disable=SC2086
+            if table=$(bash "$REPO/tools/testing/hostile-table.sh" $flag --check 2>&1); then
+                record pass "docs: Documentation/$page is $table"
+            else
+                while read -r line; do record fail "docs: Documentation/$page is $line"; done <<< "$table"
+            fi
+        done
     else
         record fail "build: test kernel build (see $CACHE/logs)"
     fi

@@ -20,7 +20,12 @@
 # SMP (guest CPUs, default 2), PCIE=1 (a q35 machine with each disk behind a
 # PCIe root port of its own: the device then has PCIe function level reset),
 # S3=1 (the machine offers ACPI S3 suspend to RAM; one vCPU), KERNEL_IMAGE and C_KO
-# (another kernel than KDIR's, e.g. Debian's, and its C virtio_blk.ko).
+# (another kernel than KDIR's, e.g. Debian's, and its C virtio_blk.ko),
+# VHOST_USER=1 (the guest's RAM is shared memory, and the guest lines
+# "HOST-CMD: vub-attach SCENARIO N" / "HOST-CMD: vub-detach N" hot-plug and
+# unplug a device of tools/testing/virtio-backend, lib.sh vhost_user_cmd;
+# after the boot the log gets one "HOST-VUB: fired SCENARIO" line per
+# scenario that struck, and the devices' own lines go to LABEL-device.log).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -75,6 +80,14 @@ for spec in "${disks[@]}"; do
     i=$((i + 1))
 done
 
+mem=(-m 1024)
+if [ "${VHOST_USER:-0}" = 1 ]; then
+    (cd "$REPO" && cargo build --release -q -p virtio-backend) || die "cargo build -p virtio-backend failed"
+    export VUB_BIN=$REPO/target/release/virtio-blk-backend VUB_DIR=$work
+    : > "$work/fired"; : > "$work/device.log"; : > "$work/pids"
+    mem=(-m 1024 -object memory-backend-memfd,id=mem,size=1024M,share=on -machine "$machine,memory-backend=mem")
+fi
+
 log="$LOGDIR/$label.log"
 log "virtio guest '$label': ${#disks[@]} disk(s), timeout ${timeout}s, log $log"
 : > "$log"
@@ -82,7 +95,7 @@ relay=$(start_monitor_relay "$log" "$work/monitor.sock")
 boot() { # [MORE KERNEL COMMAND LINE]
     set +e
     # shellcheck disable=SC2086
-    timeout --foreground -k 5 "$timeout" "${QEMU_LINUX[@]}" -machine "$machine" -smp "${SMP:-2}" -m 1024 \
+    timeout --foreground -k 5 "$timeout" "${QEMU_LINUX[@]}" -machine "$machine" -smp "${SMP:-2}" "${mem[@]}" \
         -nographic -monitor "unix:$work/monitor.sock,server,nowait" -serial stdio -no-reboot \
         -kernel "${KERNEL_IMAGE:-$KDIR/arch/x86/boot/bzImage}" -initrd "$work/initramfs.cpio.gz" \
         -append "console=ttyS0 panic=-1 quiet loglevel=6 ${KERNEL_APPEND:-} $*" \
@@ -101,5 +114,11 @@ if [ "${HIBERNATE:-0}" = 1 ] && ((rc == 0)) && grep -q 'HIBERNATING: ' "$log"; t
     boot blkfront_resume
 fi
 stop_monitor_relay "$relay"
+if [ "${VHOST_USER:-0}" = 1 ]; then
+    # The devices outlive a guest that hung in a removal.
+    xargs -r kill -9 < "$work/pids" 2> /dev/null || true
+    sed 's/^/HOST-VUB: /' "$work/fired" >> "$log"
+    cp "$work/device.log" "$LOGDIR/$label-device.log"
+fi
 collect_results "$log" "$label"
 guest_exited_cleanly "$log"

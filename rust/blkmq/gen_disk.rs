@@ -127,6 +127,26 @@ impl<T: Operations> GenDisk<T> {
         }
     }
 
+    /// `HDIO_GETGEO` asks `read(ctx, ..)` at each call (as virtio_blk
+    /// reads the device's config then), until the disk is dropped; after
+    /// that (an ioctl on a disk still open after its removal) it fails with
+    /// `ENXIO`, as upstream's once its device is gone.
+    ///
+    /// # Safety
+    ///
+    /// `read` may be called with `ctx`, from process context and serialised
+    /// with itself, until this `GenDisk` is dropped (its drop waits for a
+    /// call in progress): `ctx` must stay valid for that long.
+    pub unsafe fn set_geometry_source(
+        &self,
+        read: unsafe extern "C" fn(*mut core::ffi::c_void, *mut u16, *mut u8, *mut u8),
+        ctx: *mut core::ffi::c_void,
+    ) {
+        // SAFETY: the disk is valid and was allocated by the shim; the
+        // caller keeps `ctx` valid until `drop` forgets it.
+        unsafe { shim::blkfront_rs_blkmq_set_geometry_source(self.raw().cast(), Some(read), ctx) }
+    }
+
     /// `HDIO_GETGEO` as xen-blkfront answers it (`blkif_getgeo`): 255
     /// heads, 63 sectors per track and the cylinders that fit the current
     /// capacity (0xffff when they do not), computed at each call.
@@ -343,6 +363,9 @@ impl<T: Operations> Drop for GenDisk<T> {
         // only if added, then drop our reference. In-flight I/O is drained
         // by `del_gendisk`. The tag set outlives this (field dropped after).
         unsafe {
+            // A geometry source's context may go with us: calls on a disk
+            // still open fail from now on.
+            shim::blkfront_rs_blkmq_forget_geometry(self.raw().cast());
             if self.added {
                 bindings::del_gendisk(self.raw());
             }

@@ -5,6 +5,7 @@
 #include <linux/cdrom.h>
 #include <linux/hdreg.h>
 #include <linux/module.h>
+#include <linux/mutex.h>
 #include <linux/slab.h>
 #include "shim.h"
 
@@ -22,11 +23,15 @@ struct blkfront_rs_disk_priv {
 	char serial[BLKFRONT_RS_SERIAL_MAX + 1];
 	/* The serial attribute exists (set_serial was called, maybe empty). */
 	bool has_serial;
-	/* What HDIO_GETGEO answers (one of three, so one field). */
-	enum { GEO_SD_DEFAULT, GEO_FIXED, GEO_XEN } geometry;
+	/* What HDIO_GETGEO answers (one of four, so one field). */
+	enum { GEO_SD_DEFAULT, GEO_FIXED, GEO_XEN, GEO_SOURCE } geometry;
 	u16 cylinders;
 	u8 heads;
 	u8 sectors;
+	/* GEO_SOURCE: asked at each call under geo_lock; NULL once forgotten. */
+	struct mutex geo_lock;
+	blkfront_rs_geometry_fn geo_read;
+	void *geo_ctx;
 	/* What ioctl answers: nothing (-ENOTTY), or xen-blkfront's two CD-ROM
 	 * ioctls for a disk (`XEN_DISK`) or a CD-ROM (`XEN_CDROM`). */
 	enum { IOCTL_NONE, IOCTL_XEN_DISK, IOCTL_XEN_CDROM } ioctls;
@@ -39,7 +44,17 @@ static int blkfront_rs_blkmq_getgeo(struct gendisk *disk, struct hd_geometry *ge
 {
 	struct blkfront_rs_disk_priv *p = disk->private_data;
 
-	if (p && p->geometry == GEO_FIXED) {
+	if (p && p->geometry == GEO_SOURCE) {
+		int ret = 0;
+
+		mutex_lock(&p->geo_lock);
+		if (p->geo_read)
+			p->geo_read(p->geo_ctx, &geo->cylinders, &geo->heads, &geo->sectors);
+		else
+			ret = -ENXIO;
+		mutex_unlock(&p->geo_lock);
+		return ret;
+	} else if (p && p->geometry == GEO_FIXED) {
 		geo->cylinders = p->cylinders;
 		geo->heads = p->heads;
 		geo->sectors = p->sectors;
@@ -107,6 +122,7 @@ struct gendisk *blkfront_rs_blkmq_alloc_disk(struct blk_mq_tag_set *set,
 
 	if (!p)
 		return ERR_PTR(-ENOMEM);
+	mutex_init(&p->geo_lock);
 	disk = blk_mq_alloc_disk(set, lim, queuedata);
 	if (IS_ERR(disk)) {
 		kfree(p);
@@ -137,6 +153,28 @@ void blkfront_rs_blkmq_set_xen_geometry(struct gendisk *disk)
 	struct blkfront_rs_disk_priv *p = disk->private_data;
 
 	p->geometry = GEO_XEN;
+}
+
+void blkfront_rs_blkmq_set_geometry_source(struct gendisk *disk, blkfront_rs_geometry_fn read,
+					   void *ctx)
+{
+	struct blkfront_rs_disk_priv *p = disk->private_data;
+
+	mutex_lock(&p->geo_lock);
+	p->geo_read = read;
+	p->geo_ctx = ctx;
+	p->geometry = GEO_SOURCE;
+	mutex_unlock(&p->geo_lock);
+}
+
+void blkfront_rs_blkmq_forget_geometry(struct gendisk *disk)
+{
+	struct blkfront_rs_disk_priv *p = disk->private_data;
+
+	mutex_lock(&p->geo_lock);
+	p->geo_read = NULL;
+	p->geo_ctx = NULL;
+	mutex_unlock(&p->geo_lock);
 }
 
 void blkfront_rs_blkmq_set_xen_ioctls(struct gendisk *disk, bool cdrom)

@@ -59,6 +59,15 @@ void blkfront_rs_blkmq_set_geometry(struct gendisk *disk, u16 cylinders,
 /* HDIO_GETGEO as xen-blkfront: 255 heads, 63 sectors, cylinders from the capacity. */
 void blkfront_rs_blkmq_set_xen_geometry(struct gendisk *disk);
 /*
+ * HDIO_GETGEO asks @read(@ctx, ...) at each call, as virtio_blk reads the
+ * device's config. blkfront_rs_blkmq_forget_geometry() (before @ctx goes)
+ * makes later calls fail with -ENXIO, waiting for one in progress.
+ */
+typedef void (*blkfront_rs_geometry_fn)(void *ctx, u16 *cylinders, u8 *heads, u8 *sectors);
+void blkfront_rs_blkmq_set_geometry_source(struct gendisk *disk, blkfront_rs_geometry_fn read,
+					   void *ctx);
+void blkfront_rs_blkmq_forget_geometry(struct gendisk *disk);
+/*
  * ioctl as xen-blkfront's blkif_ioctl: CDROMMULTISESSION (zeros) and
  * CDROM_GET_CAPABILITY (0 for a CD-ROM, else -EINVAL); others -EINVAL.
  * Disks without it answer -ENOTTY to every ioctl the block layer passes on.

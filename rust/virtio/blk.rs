@@ -67,6 +67,20 @@ pub fn add_disk<T: Operations>(disk: &mut GenDisk<T>, dev: &Device) -> Result {
     disk.add(dev.as_dev())
 }
 
+/// `HDIO_GETGEO` on `disk` reads `dev`'s `geometry` config at each call,
+/// as upstream's `virtblk_getgeo` (only for a device that negotiated
+/// `VIRTIO_BLK_F_GEOMETRY`); `ENXIO` once the disk is dropped.
+///
+/// `disk` must belong to `dev`'s driver data (`Driver::probe`'s result):
+/// it is then dropped at the latest with that data, while the device is
+/// still bound.
+pub fn read_geometry_at_getgeo<T: Operations>(disk: &GenDisk<T>, dev: &Device) {
+    // SAFETY: the shim reads the config space of the live device `dev`,
+    // which outlives `disk` (see above); `GenDisk`'s drop forgets the
+    // source, waiting for a call in progress.
+    unsafe { disk.set_geometry_source(shim::blkfront_rs_virtio_blk_geometry, dev.raw().cast()) }
+}
+
 /// The largest logical block size the running kernel's block layer takes
 /// (`BLK_MAX_BLOCK_SIZE`: 64 KiB with large folios, else a page).
 pub fn max_block_size() -> u32 {

@@ -122,6 +122,15 @@ size_t blkfront_rs_virtio_max_dma_size(struct virtio_device *vdev)
 	return virtio_max_dma_size(vdev);
 }
 
+void blkfront_rs_virtio_blk_geometry(void *ctx, u16 *cylinders, u8 *heads, u8 *sectors)
+{
+	struct virtio_device *vdev = ctx;
+
+	virtio_cread(vdev, struct virtio_blk_config, geometry.cylinders, cylinders);
+	virtio_cread(vdev, struct virtio_blk_config, geometry.heads, heads);
+	virtio_cread(vdev, struct virtio_blk_config, geometry.sectors, sectors);
+}
+
 u32 blkfront_rs_blk_max_block_size(void)
 {
 	return BLK_MAX_BLOCK_SIZE;

@@ -86,6 +86,9 @@ void blkfront_rs_work_free_sync(struct blkfront_rs_work *w);
 /* Wait for a run in progress (flush_work); the item stays usable. */
 void blkfront_rs_work_flush(struct blkfront_rs_work *w);
 
+/* The device's geometry, for HDIO_GETGEO (@ctx: the virtio_device). */
+void blkfront_rs_virtio_blk_geometry(void *ctx, u16 *cylinders, u8 *heads, u8 *sectors);
+
 /* The block layer's largest logical block size (BLK_MAX_BLOCK_SIZE, a macro). */
 u32 blkfront_rs_blk_max_block_size(void);
 

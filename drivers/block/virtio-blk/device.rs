@@ -246,15 +246,10 @@ impl virtio::Driver for VirtioBlk {
         let name = naming::disk_name("vd", index.0, 0).ok_or(EINVAL)?;
         let disk_name = CString::try_from_fmt(fmt!("{}", name.as_str()))?;
         let disk = GenDisk::new(tagset, &limits, fmt!("{}", name.as_str()), cfg.capacity)?;
-        // Read once, here. Upstream reads the geometry at each HDIO_GETGEO;
-        // that needs the device alive and serialised against removal
-        // (upstream's vdev_mutex, ENXIO once removed), for a legacy field
-        // only old partitioning tools ask for and that no device changes:
-        // the config-change event announces capacity changes. The
-        // defaults without GEOMETRY follow the capacity at each call, as
-        // upstream's.
-        if let Some(g) = cfg.geometry {
-            disk.set_geometry(g.cylinders, g.heads, g.sectors);
+        // As upstream, read at each HDIO_GETGEO; without GEOMETRY sd-like
+        // defaults from the capacity at each call.
+        if cfg.geometry.is_some() {
+            vblk::read_geometry_at_getgeo(&disk, dev);
         }
 
         KBox::pin_init(

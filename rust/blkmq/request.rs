@@ -19,13 +19,16 @@ use super::*;
 /// # Invariants
 ///
 /// `table.sgl` is null, or a table from `sg_alloc_table_chained` whose first
-/// chunk is the request's `inline` inline entries; freed (and the inline
-/// entries re-initialised) before the request goes back to blk-mq.
+/// chunk is the request's inline entries (the tag set's `inline_sg`); freed
+/// (and the inline entries re-initialised) before the request goes back to
+/// blk-mq.
+///
+/// The inline count is the tag set's, not kept here: every byte of the PDU
+/// is allocated for each request of each queue (blk-mq rounds request plus
+/// PDU up to a cache line), in flight or not.
 #[repr(C)]
 pub(super) struct SgChain {
     table: bindings::sg_table,
-    /// Inline scatterlist entries (set once, in `init_request`).
-    pub(super) inline: u32,
 }
 
 const fn align_up(n: usize, a: usize) -> usize {
@@ -256,17 +259,18 @@ impl<T: Operations> Request<T> {
         #[cfg(CONFIG_SG_POOL)]
         {
             let chain = self.sg_chain();
-            // SAFETY: `chain` is this request's `SgChain`; a non-null table
-            // came from `sg_alloc_table_chained` with the inline entries as
-            // its first chunk (type invariant of `SgChain`), and nothing
-            // uses it any more.
+            // SAFETY: `chain` is this request's `SgChain`.
+            if unsafe { (*chain).table.sgl.is_null() } {
+                return;
+            }
+            let inline = self.tag_set().inline_sg;
+            // SAFETY: the table came from `sg_alloc_table_chained` with the
+            // `inline` inline entries as its first chunk (type invariant of
+            // `SgChain`), and nothing uses it any more.
             unsafe {
-                if (*chain).table.sgl.is_null() {
-                    return;
-                }
-                bindings::sg_free_table_chained(&raw mut (*chain).table, (*chain).inline);
+                bindings::sg_free_table_chained(&raw mut (*chain).table, inline);
                 (*chain).table = pin_init::zeroed();
-                bindings::sg_init_table(self.inline_sg(), (*chain).inline);
+                bindings::sg_init_table(self.inline_sg(), inline);
             }
             self.tag_set().sg_chains_out.fetch_sub(1, Ordering::Relaxed);
         }
@@ -278,10 +282,12 @@ impl<T: Operations> Request<T> {
     fn chain_sg(&mut self, nsegs: u32, inline: u32) -> Result {
         let chain = self.sg_chain();
         let n = kernel::ffi::c_int::try_from(nsegs).map_err(|_| code::EINVAL)?;
-        // SAFETY: `chain` is this request's `SgChain`, its table unused
-        // (see `map_sg`); the first chunk is the request's
-        // `inline` inline entries. On failure the call frees what it took
-        // and leaves `sgl` null, but may have written to the inline entries.
+        // SAFETY: `chain` is this request's `SgChain`, its table unused (a
+        // request goes back to blk-mq only through `release`, which gives
+        // a table back); the first chunk is the request's `inline` inline
+        // entries (the tag set's `inline_sg`). On failure the call frees
+        // what it took and leaves `sgl` null, but may have written to the
+        // inline entries.
         let ret = unsafe {
             bindings::sg_alloc_table_chained(&raw mut (*chain).table, n, self.inline_sg(), inline)
         };
@@ -351,10 +357,7 @@ impl<T: Operations> Request<T> {
         if nsegs == 0 {
             return Ok(0);
         }
-        let chain = self.sg_chain();
-        // SAFETY: `chain` is this request's `SgChain`, its table unused: a
-        // request goes back to blk-mq only through `release` (invariant).
-        let inline = unsafe { (*chain).inline };
+        let inline = self.tag_set().inline_sg;
         if inline == 0 {
             // A tag set without inline entries is for drivers that walk
             // the pages (`page_runs`) and map no scatterlist.

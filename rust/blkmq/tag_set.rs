@@ -4,10 +4,8 @@
 //! the driver's [`Operations`].
 
 use super::request::{
-    chain_offset,
     pdu,
-    sg_offset,
-    SgChain, //
+    sg_offset, //
 };
 use super::*;
 
@@ -25,8 +23,9 @@ pub struct TagSet<T: Operations> {
     /// First field: `map_queues` finds the `TagSet` from the C pointer.
     #[pin]
     inner: Opaque<bindings::blk_mq_tag_set>,
-    /// Scatterlist entries inline in each request's PDU.
-    inline_sg: u32,
+    /// Scatterlist entries inline in each request's PDU (read per request
+    /// by `Request::map_sg`).
+    pub(super) inline_sg: u32,
     /// The last `poll_queues` hardware queues are polled (blk-mq's
     /// `HCTX_TYPE_POLL` map); the others take interrupts.
     poll_queues: u32,
@@ -379,14 +378,14 @@ impl<T: Operations> OpsTable<T> {
         let off = sg_offset::<T::RequestData>();
         // SAFETY: `set` is our tag set and `rq` one of its requests, whose
         // PDU is `cmd_size` bytes: zero it (valid `RequestData`, see the
-        // `Operations` contract; no chained table), note the inline entry
-        // count and initialise the scatterlist behind it.
+        // `Operations` contract; a null `SgChain`: no chained table) and
+        // initialise the scatterlist behind it (the tag set's `inline_sg`
+        // entries: what `cmd_size` has room for behind `off`).
         unsafe {
             let cmd_size = (*set).cmd_size as usize;
             let pdu = pdu(rq);
             core::ptr::write_bytes(pdu, 0, cmd_size);
             let nsg = ((cmd_size - off) / size_of::<bindings::scatterlist>()) as u32;
-            (*pdu.add(chain_offset::<T::RequestData>()).cast::<SgChain>()).inline = nsg;
             if nsg > 0 {
                 bindings::sg_init_table(pdu.add(off).cast(), nsg);
             }

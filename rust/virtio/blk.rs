@@ -15,6 +15,7 @@
 
 use core::{
     marker::PhantomData,
+    mem::MaybeUninit,
     ptr::NonNull,
     sync::atomic::{
         AtomicBool,
@@ -102,25 +103,33 @@ pub fn status_to_blk(status: u8) -> Status {
 pub struct BlkReq {
     /// `struct virtio_blk_outhdr`, encoded by blkcore.
     hdr: [u8; OUTHDR_BYTES],
-    /// `struct virtio_blk_discard_write_zeroes`, encoded by blkcore.
-    range: [u8; RANGE_BYTES],
-    status: u8,
-    has_range: bool,
-    data_out: bool,
-    nsg: u32,
-    /// The ranges of a multi-range discard: a `KVec<u8>`'s raw parts
-    /// (pointer, length, capacity), null when the request has one range
-    /// (in `range`). Freed by [`release`].
+    /// The `struct virtio_blk_discard_write_zeroes` ranges of a discard,
+    /// write-zeroes or secure-erase request (one per bio of a discard the
+    /// block layer merged, else one), encoded by blkcore: a `KVec<u8>`'s
+    /// raw parts (pointer, length, capacity), null for other requests.
+    /// Allocated by [`prepare`] (as upstream's), freed by [`release`].
     ranges: *mut u8,
-    ranges_len: usize,
-    ranges_cap: usize,
-    hdr_sg: bindings::scatterlist,
-    range_sg: bindings::scatterlist,
-    status_sg: bindings::scatterlist,
+    ranges_len: u32,
+    ranges_cap: u32,
+    nsg: u32,
+    status: u8,
+    data_out: bool,
 }
 
-// SAFETY: integers, bools, a raw pointer (null: no ranges) and
-// scatterlists (integers): all-zero is valid.
+// What is in the PDU is allocated for every request of every queue from
+// probe on, in flight or not, so it holds what upstream's `virtblk_req`
+// holds and no more: with the tag set's `SgChain` (16 bytes) and 2 inline
+// entries the PDU is upstream's 120 bytes, and request plus PDU fills the
+// same cache-line-rounded slot on any kernel. The scatterlist entries of
+// the header, ranges and status live on `BlkVq::submit`'s stack (as
+// upstream's: the ring reads them only while adding the request), a
+// single range in the ranges' allocation (as upstream's). With the three
+// entries and an inline range here, request plus PDU took two cache lines
+// more than upstream's (512 bytes against 384 on the test kernel).
+const _: () = assert!(core::mem::size_of::<BlkReq>() <= 40);
+
+// SAFETY: integers, bools and a raw pointer (null: no ranges): all-zero is
+// valid.
 unsafe impl Zeroable for BlkReq {}
 
 // SAFETY: the `ranges` buffer is owned by the request data alone (it moves
@@ -144,24 +153,38 @@ pub fn prepare<T: Operations<RequestData = BlkReq>>(
 ) -> core::result::Result<(), Status> {
     let (pos, nr) = (rq.sector(), rq.sectors());
     let e = cmd.encode(pos, nr, u32::from(rq.ioprio()), le);
-    // A discard the block layer merged from several bios (the queue allows
-    // several discard segments, `max_discard_seg`): one range per bio, in a
-    // buffer of their own, as upstream (`kmalloc` in atomic context; without
-    // memory the request is retried later).
-    let segments = rq.nr_phys_segments();
-    if cmd == Command::Discard && segments > 1 {
-        let flags = cmd.range_flags().unwrap_or(0);
-        let len = segments as usize * RANGE_BYTES;
-        let mut buf = KVec::with_capacity(len, GFP_ATOMIC).map_err(|_| Status::RESOURCE)?;
-        buf.resize(len, 0, GFP_ATOMIC)
-            .map_err(|_| Status::RESOURCE)?;
-        // As many bios as segments, or the request is not what the block
-        // layer promised (upstream WARNs): fail it rather than send it.
-        encode_ranges(rq.bio_ranges(), flags, &mut buf).ok_or(Status::IOERR)?;
+    // The ranges in a buffer of their own, as upstream (`kmalloc` in atomic
+    // context; without memory the request is retried later): one, or for a
+    // discard the block layer merged from several bios (the queue allows
+    // several discard segments, `max_discard_seg`) one per bio.
+    if let Some(range) = e.range {
+        let segments = rq.nr_phys_segments();
+        let buf = if cmd == Command::Discard && segments > 1 {
+            let flags = cmd.range_flags().unwrap_or(0);
+            let len = segments as usize * RANGE_BYTES;
+            let mut buf = KVec::with_capacity(len, GFP_ATOMIC).map_err(|_| Status::RESOURCE)?;
+            buf.resize(len, 0, GFP_ATOMIC)
+                .map_err(|_| Status::RESOURCE)?;
+            // As many bios as segments, or the request is not what the
+            // block layer promised (upstream WARNs): fail it rather than
+            // send it.
+            encode_ranges(rq.bio_ranges(), flags, &mut buf).ok_or(Status::IOERR)?;
+            buf
+        } else {
+            let mut buf =
+                KVec::with_capacity(RANGE_BYTES, GFP_ATOMIC).map_err(|_| Status::RESOURCE)?;
+            buf.extend_from_slice(&range, GFP_ATOMIC)
+                .map_err(|_| Status::RESOURCE)?;
+            buf
+        };
+        // At most 65535 segments of 16 bytes: u32 holds them.
+        let len = u32::try_from(buf.len()).map_err(|_| Status::IOERR)?;
+        let cap = u32::try_from(buf.capacity()).map_err(|_| Status::IOERR)?;
         // Held by the request data from here: `release` frees it however
         // the request goes back.
         let d = rq.data_mut();
-        (d.ranges, d.ranges_len, d.ranges_cap) = buf.into_raw_parts();
+        (d.ranges, _, _) = buf.into_raw_parts();
+        (d.ranges_len, d.ranges_cap) = (len, cap);
     }
     let nsg = if e.has_data {
         rq.map_sg().map_err(|e| {
@@ -176,10 +199,6 @@ pub fn prepare<T: Operations<RequestData = BlkReq>>(
     };
     let d = rq.data_mut();
     d.hdr = e.hdr;
-    d.has_range = e.range.is_some();
-    if let Some(r) = e.range {
-        d.range = r;
-    }
     d.status = 0xff;
     d.data_out = e.data_out;
     d.nsg = nsg;
@@ -187,15 +206,16 @@ pub fn prepare<T: Operations<RequestData = BlkReq>>(
     Ok(())
 }
 
-/// Free what [`prepare`] allocated for the request (a multi-range
-/// discard's ranges): the driver's `blkmq::Operations::release`.
+/// Free what [`prepare`] allocated for the request (the ranges of a
+/// discard, write-zeroes or secure erase): the driver's
+/// `blkmq::Operations::release`.
 pub fn release(d: &mut BlkReq) {
     if d.ranges.is_null() {
         return;
     }
     // SAFETY: `ranges` holds the raw parts of a `KVec<u8>` from `prepare`
     // (type field doc), not freed yet: rebuilt once, then forgotten here.
-    drop(unsafe { KVec::from_raw_parts(d.ranges, d.ranges_len, d.ranges_cap) });
+    drop(unsafe { KVec::from_raw_parts(d.ranges, d.ranges_len as usize, d.ranges_cap as usize) });
     d.ranges = core::ptr::null_mut();
     (d.ranges_len, d.ranges_cap) = (0, 0);
 }
@@ -488,35 +508,34 @@ impl<T: Operations<RequestData = BlkReq>> BlkVq<T> {
         };
         let p = rq.data_ptr();
         let data_sg = rq.sg_ptr();
+        // Header, range and status entries: read by the ring only during
+        // `add_sgs` (see there), so on the stack (see `BlkReq`).
+        let mut hdr_sg = MaybeUninit::<bindings::scatterlist>::uninit();
+        let mut range_sg = MaybeUninit::<bindings::scatterlist>::uninit();
+        let mut status_sg = MaybeUninit::<bindings::scatterlist>::uninit();
         let mut sgs: [*mut bindings::scatterlist; 4] = [core::ptr::null_mut(); 4];
         let mut n = 0;
-        // SAFETY: `p` is this request's PDU, owned through `rq`; the
-        // scatterlists point into it (or to the request's data mapped by
-        // `map_sg`), and all stay untouched until the token comes back from
-        // `complete_one` (the request handle is the token), or the reset.
+        // SAFETY: `p` is this request's PDU, owned through `rq`; the header,
+        // range and status buffers are in it (or the ranges' own
+        // allocation, owned by it), and stay untouched until the token
+        // comes back from `complete_one` (the request handle is the token),
+        // or the reset. `sg_init_one` initialises each stack entry it is
+        // given before `add_sgs` reads it.
         let (nsg, data_out) = unsafe {
             bindings::sg_init_one(
-                &raw mut (*p).hdr_sg,
+                hdr_sg.as_mut_ptr(),
                 (&raw const (*p).hdr).cast(),
                 OUTHDR_BYTES as u32,
             );
-            sgs[n] = &raw mut (*p).hdr_sg;
+            sgs[n] = hdr_sg.as_mut_ptr();
             n += 1;
             if !(*p).ranges.is_null() {
                 bindings::sg_init_one(
-                    &raw mut (*p).range_sg,
+                    range_sg.as_mut_ptr(),
                     (*p).ranges.cast_const().cast(),
-                    (*p).ranges_len as u32,
+                    (*p).ranges_len,
                 );
-                sgs[n] = &raw mut (*p).range_sg;
-                n += 1;
-            } else if (*p).has_range {
-                bindings::sg_init_one(
-                    &raw mut (*p).range_sg,
-                    (&raw const (*p).range).cast(),
-                    RANGE_BYTES as u32,
-                );
-                sgs[n] = &raw mut (*p).range_sg;
+                sgs[n] = range_sg.as_mut_ptr();
                 n += 1;
             }
             ((*p).nsg, (*p).data_out)
@@ -531,13 +550,15 @@ impl<T: Operations<RequestData = BlkReq>> BlkVq<T> {
         }
         // SAFETY: as above.
         unsafe {
-            bindings::sg_init_one(&raw mut (*p).status_sg, (&raw const (*p).status).cast(), 1);
-            sgs[n] = &raw mut (*p).status_sg;
+            bindings::sg_init_one(status_sg.as_mut_ptr(), (&raw const (*p).status).cast(), 1);
         }
+        sgs[n] = status_sg.as_mut_ptr();
         n += 1;
         let token = rq.into_raw();
-        // SAFETY: the buffers stay valid and untouched while the device
-        // owns `token` (see above); the token is a `Request<T>` (invariant).
+        // SAFETY: the entries are initialised and live until the call
+        // returns; the buffers they describe stay valid and untouched while
+        // the device owns `token` (see above); the token is a `Request<T>`
+        // (invariant).
         match unsafe { vq.add_sgs(&mut sgs[..n], out, token) } {
             Ok(()) => Ok(()),
             // SAFETY: the device did not take the token: ours again.

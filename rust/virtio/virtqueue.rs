@@ -59,9 +59,13 @@ impl Virtqueue {
     ///
     /// # Safety
     ///
-    /// Every scatterlist in `sgs` (and the memory it describes) must stay
-    /// valid and untouched by the CPU until `token` comes back from
-    /// [`Virtqueue::get_buf`] or the device is reset.
+    /// Every scatterlist in `sgs` must be valid for the call (the ring
+    /// copies their addresses and lengths into its descriptors and keeps
+    /// what unmapping needs in its own records, so they may live on the
+    /// caller's stack, as upstream virtio_blk's header entries do); the
+    /// memory they describe must stay valid and untouched by the CPU until
+    /// `token` comes back from [`Virtqueue::get_buf`] or the device is
+    /// reset.
     pub(crate) unsafe fn add_sgs(
         &mut self,
         sgs: &mut [*mut bindings::scatterlist],

@@ -20,13 +20,18 @@ pub(crate) const FEATURES: [u32; 12] = [
     vcfg::VIRTIO_BLK_F_SECURE_ERASE,
 ];
 
-/// Scatterlist entries preallocated per request (each request carries its
-/// own table in the blk-mq PDU: no allocation in the I/O path). A request
-/// with more segments (`seg_max` is QEMU's queue size minus 2: 254 by
-/// default, up to 1022) chains a table from the kernel's pools while it is
-/// in flight (rust/blkmq `Request::map_sg`); upstream keeps 2 inline and
-/// chains the rest.
-pub(crate) const INLINE_SG_PER_REQUEST: u32 = 256;
+/// Scatterlist entries preallocated per request, in its blk-mq PDU: 2, as
+/// upstream's `VIRTIO_BLK_INLINE_SG_CNT`. The PDU is allocated for every
+/// request of every queue whether or not it is in flight (256 entries are
+/// 8 KiB a request, 4 MiB for a disk of 2 queues of 256 requests), while a
+/// request with more segments chains a table from the kernel's scatterlist
+/// pools only for its time in flight (rust/blkmq `Request::map_sg`, as
+/// upstream's `sg_alloc_table_chained`). Two, not one: the pools take the
+/// inline entries as the first chunk only when it holds a data entry
+/// besides the chain link. Without the pools (no `CONFIG_SG_POOL`) nothing
+/// chains and `max_segments` is capped to the inline entries, so there keep
+/// enough for a 1 MiB request of single pages.
+pub(crate) const INLINE_SG_PER_REQUEST: u32 = if blkmq::CAN_CHAIN_SG { 2 } else { 256 };
 
 /// Name prefix of the request virtqueues ("req.0", "req.1", ...: upstream's
 /// names).

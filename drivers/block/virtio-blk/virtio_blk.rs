@@ -362,13 +362,14 @@ mod tests {
     fn seg_max_beyond_the_inline_table_is_kept() -> core::result::Result<(), ConfigError> {
         let mut b = cfg_bytes();
         let f = feat(&[vcfg::VIRTIO_BLK_F_SEG_MAX]);
-        // QEMU with queue-size=1024: requests past the inline entries chain.
+        // QEMU with queue-size=1024: the limit is the device's, not the
+        // inline entries'; requests past them chain a table (that they
+        // succeed is virtio-chained-sg.sh's check, in a guest).
         put32(&mut b, offset::SEG_MAX, 1022);
         assert_eq!(
             config_to_limits(&b, f, usize::MAX, -1)?.1.max_segments,
             1022
         );
-        assert!(INLINE_SG_PER_REQUEST < 1022);
         // Past what fits a virtqueue: upstream's VIRTIO_BLK_MAX_SG_ELEMS - 2.
         put32(&mut b, offset::SEG_MAX, 40000);
         assert_eq!(

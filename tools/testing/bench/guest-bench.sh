@@ -3,6 +3,7 @@
 # the settings below and passes the result to virtio-guest.sh / xen-guest.sh
 # as the guest's /test.sh:
 #   EXPS     experiments to run here: indirect persist align; virtio;
+#            memory (MEMDISKS virtio-blk disks of MEMSIZE, 2 queues each);
 #            calib; or compare and/or profile (one setup of both drivers
 #            serves both), calib first in that setup if named too ("calib
 #            compare profile": the smoke run's one boot for the three; C
@@ -423,8 +424,114 @@ exp_virtio() {
     done
 }
 
+# ------------------------------------------------------------- memory ----
+# What a driver takes per disk: every virtio-blk device of the boot (the
+# host gives MEMDISKS of them, 2 queues each) is left unbound
+# (drivers_autoprobe off), the driver loaded, one device bound
+# (drivers_probe), then the others. Before the load, after the first disk
+# and after the last: free memory, Slab and SUnreclaim of /proc/meminfo,
+# each after dropping the caches (a disk's partition scan fills the page
+# cache) and giving every slab cache's empty slabs back (so that objects
+# the previous driver freed do not serve the next one's allocations
+# unseen). Free memory is MemFree plus the pages on the per-CPU free lists
+# (/proc/zoneinfo's pageset counts, up to a few MiB that MemFree does not
+# count and that move with every allocation). C first, then ours, each
+# with its own baseline, after one unmeasured round of C with every disk
+# and a fio run: what the kernel sets up once per boot (a first block
+# device, fio's first start) then weighs on neither. Then 1 MiB sequential
+# writes and reads on the first disk, all disks bound, C and ours
+# alternating.
+mem_snap() {
+    local i f
+    sync
+    sleep 1
+    for i in 1 2; do
+        echo 3 > /proc/sys/vm/drop_caches
+        for f in /sys/kernel/slab/*/shrink; do echo 1 > "$f"; done 2>/dev/null
+        sleep 0.5
+    done
+    { cat /proc/meminfo; sed -n 's/^ *count: */pcp: /p' /proc/zoneinfo; } |
+        awk '$1 == "MemFree:" { f += $2 } $1 == "pcp:" { f += $2 * 4 }
+             $1 == "Slab:" { s = $2 } $1 == "SUnreclaim:" { u = $2 } END { print f, s, u }'
+}
+vblk_devs() { # the virtio-blk devices (virtio device id 2)
+    local d
+    for d in /sys/bus/virtio/devices/*; do
+        [ "$(cat "$d/device" 2>/dev/null)" = 0x0002 ] && basename "$d"
+    done
+}
+nvd() { ls /sys/block | grep -c '^vd'; }
+wait_nvd() { # COUNT
+    local i
+    for i in $(seq 1 80); do [ "$(nvd)" -ge "$1" ] && return 0; sleep 0.25; done
+    return 1
+}
+mem_line() { # DRIVER DISKS REP "BASE" "NOW" MODULE_KIB
+    local drv=$1 disks=$2 rep=$3
+    shift 3
+    set -- $1 $2 "$3"
+    bench_line "exp=memory driver=$drv disks=$disks rep=$rep memfree_kib=$(($1 - $4)) slab_kib=$(($5 - $2)) sunreclaim_kib=$(($6 - $3)) module_kib=$7"
+}
+slab_kib() { # the slab caches' sizes in KiB (/proc/slabinfo: name, objects, object size)
+    awk 'NR > 2 { printf "%s %d\n", $1, $3 * $4 / 1024 }' /proc/slabinfo
+}
+exp_memory() {
+    local drv mod ko devs n base one all d r w kib bw iops mkib
+    devs=$(vblk_devs); n=$(echo $devs | wc -w)
+    check "memory: $n virtio-blk devices (want ${MEMDISKS:-8})" [ "$n" -eq "${MEMDISKS:-8}" ] || return 1
+    # Drivers bind only when told to: the disks come one by one.
+    echo 0 > /sys/bus/virtio/drivers_autoprobe
+    if insmod /lib/modules/virtio_blk.ko; then
+        for d in $devs; do echo "$d" > /sys/bus/virtio/drivers_probe; done
+        wait_nvd "$n"
+        fio_one "$(vdisk)" write 1M --ioengine=libaio --iodepth=8 --size="${MEMSIZE:-64M}" > /dev/null
+        unload virtio_blk
+    fi
+    # Each repetition measures C, then ours.
+    for r in $(seq 1 "$REPS"); do for drv in c rs; do
+        if [ $drv = c ]; then mod=virtio_blk ko=virtio_blk.ko; else mod=virtio_blk_rs ko=virtio_blk_rs.ko; fi
+        one=
+        base=$(mem_snap)
+        insmod /lib/modules/$ko || { not_ok "memory: insmod $mod"; continue; }
+        mkib=$(awk -v m=$mod '$1 == m { printf "%d", $2 / 1024 }' /proc/modules)
+        set -- $devs
+        echo "$1" > /sys/bus/virtio/drivers_probe
+        check "memory $drv: the first disk appears" wait_nvd 1 && one=$(mem_snap) && slab_kib > /tmp/slab1
+        shift
+        for d in "$@"; do echo "$d" > /sys/bus/virtio/drivers_probe; done
+        if [ -n "$one" ] && check "memory $drv: $n disks appear" wait_nvd "$n"; then
+            all=$(mem_snap)
+            d=$(vdisk)
+            echo "BENCH-INFO exp=memory driver=$drv disks=$n queues=$(ls -d /sys/block/$d/mq/* | wc -l) nr_requests=$(q $d nr_requests) max_segments=$(q $d max_segments)"
+            mem_line $drv 1 $r "$base" "$one" "$mkib"
+            mem_line $drv "$n" $r "$base" "$all" "$mkib"
+            # Where the slab growth of the other disks went, for reading
+            # the table: the caches that grew by 4 KiB or more.
+            slab_kib | awk -v d=$drv -v r=$r -v n=$((n - 1)) 'NR == FNR { k[$1] = $2; next }
+                $2 - k[$1] >= 4 { printf "MEMORY-SLAB driver=%s rep=%s cache=%s kib_per_disk=%.1f\n", d, r, $1, ($2 - k[$1]) / n }' /tmp/slab1 -
+        fi
+        check "memory: rmmod $mod" unload $mod
+    done; done
+    # Throughput: C and ours alternating per repetition (each load binds
+    # every disk), so that the host's drift weighs on both alike.
+    echo 1 > /sys/bus/virtio/drivers_autoprobe
+    for r in $(seq 1 "$REPS"); do
+        for drv in c rs; do
+            virtio_load $drv || continue
+            wait_nvd "$n"
+            d=$(vdisk)
+            for w in seqwrite seqread; do
+                set -- $(fio_one "$d" "$([ $w = seqread ] && echo read || echo write)" 1M \
+                    --ioengine=libaio --iodepth=8 --size="${MEMSIZE:-64M}"); kib=$1 bw=$2 iops=$3
+                bench_line "exp=memory driver=$drv wl=$w rep=$r mbps=$(mbps "$bw") iops=$iops"
+            done
+            virtio_unload $drv
+        done
+    done
+}
+
 case $EXPS in
-    virtio | calib) exp_$EXPS ;;
+    virtio | calib | memory) exp_$EXPS ;;
     # C binds a vbd once per boot: compare and profile share one setup.
     compare | profile | "compare profile" | "calib compare profile")
         if both_drivers_up "$EXPS"; then

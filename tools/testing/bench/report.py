@@ -18,7 +18,8 @@ import subprocess
 import sys
 
 METRICS = ("mbps", "iops", "reqs_per_mib", "blk_reqs_per_mib", "copied_per_mib", "notifs_per_req",
-           "reqs", "dom0_notifs_per_req", "cpu_us_per_req", "irqs_per_req")
+           "reqs", "dom0_notifs_per_req", "cpu_us_per_req", "irqs_per_req",
+           "memfree_kib", "slab_kib", "sunreclaim_kib", "module_kib")
 LINE = re.compile(r"(BENCH(?:-INFO)?) (exp=\S+(?: \S+=\S*)*)")
 # dom0's answer to a guest's mark (tools/testing/xen/blkif-irqs).
 DOM0 = re.compile(r"BENCH-DOM0 mark=(\d+) irqs=(\d+)")
@@ -295,6 +296,55 @@ if "virtio" in cfg["exps"]:
     gnuplot("virtio", "set title 'virtio-blk: throughput relative to C virtio_blk (median, min-max bars)'\nset style data histogram\n"
             "set style histogram errorbars gap 1 lw 1\nset style fill solid 0.6 border -1\nset ylabel 'relative to C (C median = 1)'\nset yrange [0:*]\n"
             "plot 'DAT' using 2:3:4:xtic(1) title 'C virtio_blk', '' using 5:6:7 title 'ours'\n", dat)
+
+# ---- 4b. memory per disk ----------------------------------------------------------
+MEM = (("memfree_kib", "free memory drop"), ("slab_kib", "Slab"), ("sunreclaim_kib", "SUnreclaim"))
+if "memory" in cfg["exps"]:
+    n = int(cfg.get("memdisks", 8))
+    names = {"c": "C virtio_blk", "rs": "ours"}
+    info = {i.get("driver"): i for i in infos if i.get("exp") == "memory"}
+
+    def by_rep(drv, disks, metric):
+        return {r.get("rep"): num(r.get(metric)) for ident, rs in groups.items()
+                if dict(ident).get("exp") == "memory" and dict(ident).get("driver") == drv
+                and dict(ident).get("disks") == str(disks) for r in rs}
+
+    per, csvrows = {}, []
+    for drv in ("c", "rs"):
+        i = info.get(drv, {})
+        rows = []
+        for metric, title in MEM:
+            lab = f"memory {drv}"
+            one = point({"exp": "memory", "driver": drv, "disks": "1"}, metric, label=f"{lab} 1 disk")
+            all_ = point({"exp": "memory", "driver": drv, "disks": str(n)}, metric, label=f"{lab} {n} disks")
+            a, b = by_rep(drv, 1, metric), by_rep(drv, n, metric)
+            # Per repetition, so that what one snapshot's noise adds to
+            # both of its points cancels out.
+            slopes = [(b[k] - a[k]) / (n - 1) for k in a if a[k] is not None and b.get(k) is not None]
+            pd = (min(slopes), statistics.median(slopes), max(slopes), len(slopes)) if slopes else None
+            per[(drv, metric)] = pd
+            rows.append([title, rng(one, 0), rng(all_, 0), rng(pd, 0)])
+            csvrows.append([drv, metric] + [None if x is None else x[1] for x in (one, all_, pd)] + [None])
+        mod = point({"exp": "memory", "driver": drv, "disks": "1"}, "module_kib", label=f"memory {drv} module")
+        table(f"Memory, {names[drv]}, KiB median [min-max]: with 1 disk (module included: {f(mod, 0)} KiB), with {n} disks, "
+              f"and per disk ({n} disks - 1 disk) / {n - 1}; {i.get('queues', '?')} queues x {i.get('nr_requests', '?')} requests, "
+              f"max_segments {i.get('max_segments', '?')}",
+              ["measure", "1 disk", f"{n} disks", "per disk"], rows)
+    rows = []
+    for metric, title in MEM:
+        c, r = per.get(("c", metric)), per.get(("rs", metric))
+        rows.append([title, f(c, 0), f(r, 0), ratio(r, c)])
+    table("Memory per disk, KiB median: C and ours, same boot", ["measure", "C virtio_blk", "ours", "ours/C"], rows)
+    rows = []
+    for wl, title in (("seqwrite", "1M seq write QD8"), ("seqread", "1M seq read QD8")):
+        p = {drv: point({"exp": "memory", "driver": drv, "wl": wl}, "mbps", label=f"memory {drv} {wl}") for drv in ("c", "rs")}
+        pr = paired({"exp": "memory", "driver": "rs", "wl": wl}, {"exp": "memory", "driver": "c", "wl": wl}, "mbps")
+        rows.append([title, rng(p["c"]), rng(p["rs"]), ratio(p["rs"], p["c"]), gm(pr)])
+        for drv in ("c", "rs"):
+            csvrows.append([drv, wl, None, None, None, None if p[drv] is None else p[drv][1]])
+    table(f"Throughput in the same boot ({n} disks bound, fio on the first; C and ours alternating): MB/s median [min-max]",
+          ["workload", "C virtio_blk", "ours", "ours/C", "ours/C per rep (geo mean)"], rows)
+    csv("memory", ["driver", "measure", "kib_1_disk", f"kib_{n}_disks", "kib_per_disk", "mbps_median"], csvrows)
 
 # ---- 5. compare: C and ours side by side on one disk ----------------------------
 COMPARE_WL = {"rr4k": ("4k randread QD32", "iops"), "rr4k1": ("4k randread QD1", "iops"),

@@ -11,6 +11,9 @@
 #                          reported topology, sfdisk + mkfs.ext4 results
 #  4. virtio               4k QD1/QD32 randread, 4k QD1 polled randread
 #                          (poll_queues=1, io_uring hipri), 1M seq read/write
+#  4b. memory              virtio: memory per disk (MemFree, Slab,
+#                          SUnreclaim) with 1 and 8 disks of 2 queues, and
+#                          1M seq read/write QD8, C and ours in one boot
 #  5. compare              Xen, C and ours on two vbds of one dom0 disk
 #                          (swapped in a second boot), alternating: 4k
 #                          randread QD32, 1M seq read/write, blkback
@@ -25,7 +28,7 @@
 #                          perf in the domU (needs the host's perf binary)
 #
 # --exp LIST: only these experiments (comma-separated names above; default
-# 1-5). `seeds.sh --exp compare,calib` is the Xen C-vs-ours benchmark with
+# 1-5 with 4b). `seeds.sh --exp compare,calib` is the Xen C-vs-ours benchmark with
 # its calibration. Compare, calib and profile pin dom0 and the domU to their
 # own CPU (xen-guest.sh -P).
 # Prints the tables; writes <exp>.csv, <exp>.png, logs/ and checks.txt into
@@ -39,7 +42,7 @@ set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 T=$REPO/tools/testing
 
-smoke=0 out= exps=indirect,persist,align,virtio,compare
+smoke=0 out= exps=indirect,persist,align,virtio,memory,compare
 while (($#)); do
     case $1 in
         --smoke) smoke=1 ;;
@@ -53,7 +56,7 @@ while (($#)); do
     shift
 done
 for e in ${exps//,/ }; do
-    [[ $e =~ ^(indirect|persist|align|virtio|compare|calib|profile)$ ]] || die "--exp: unknown experiment '$e'"
+    [[ $e =~ ^(indirect|persist|align|virtio|memory|compare|calib|profile)$ ]] || die "--exp: unknown experiment '$e'"
 done
 want() { [[ ,$exps, == *,$1,* ]]; }
 out=${out:-$CACHE/bench-results}
@@ -91,12 +94,15 @@ creps=$((2 * chalf))
 # swapped boot runs the same code.
 swaps="0 1"; ((smoke)) && swaps=0
 ppairs=${BENCH_PROFILE_PAIRS:-2}
+# memory: 8 small disks of 2 queues (QEMU's default 256 requests each).
+memdisks=8 memsize=64M
 cwl="rr4k seqread seqwrite" pwl=$( ((smoke)) && echo seqread || echo rr4k seqread)
 cat > "$out/config.json" <<JSON
 {"smoke": $smoke, "reps": $reps, "runtime": $rt, "exps": $(js "${exps//,/ }"),
  "compare_reps": $((chalf * $(echo $swaps | wc -w))), "cwl": $(js "$cwl"), "pwl": $(js "$pwl"), "profile_pairs": $ppairs,
  "segs": $(js "$segs"), "bss": $(js "$bss"), "abss": $(js "$abss"), "vwl": $(js "$vwl"),
- "ops": $(js "$ops"), "pops": $(js "$pops"), "persistent": $(js "$persist"), "jobs": $jobs, "ndomu": $ndomu}
+ "ops": $(js "$ops"), "pops": $(js "$pops"), "persistent": $(js "$persist"), "jobs": $jobs, "ndomu": $ndomu,
+ "memdisks": $memdisks}
 JSON
 
 # guest_script NAME VAR=VALUE...: the guest script with its settings.
@@ -178,6 +184,9 @@ want profile && ((!profile_in_compare)) && DOMU_EXTRA_BINS=$perf run bench-xen-p
 want profile && grep -ah '^PROFILE' "$LOGDIR"/bench-xen-*.log | tr -d '\r' > "$out/profile.txt"
 want virtio && run bench-virtio "$T/virtio-guest.sh" -l bench-virtio -d 1G -t $((smoke ? 240 : 900)) \
     "$(guest_script bench-virtio "${common[@]}" "EXPS=virtio")"
+want memory && run bench-memory "$T/virtio-guest.sh" -l bench-memory -t $((smoke ? 420 : 900)) \
+    $(for i in $(seq 1 $memdisks); do echo "-d $memsize,num-queues=2"; done) \
+    "$(guest_script bench-memory "${common[@]}" "EXPS=memory" MEMDISKS=$memdisks MEMSIZE=$memsize)"
 
 python3 "$T/bench/report.py" "$out" | tee "$out/report.txt"
 rc=${PIPESTATUS[0]}

@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: GPL-2.0
-# virtio guest: requests with more data segments than a request's inline
-# scatterlist (256 entries). Run with a disk whose seg_max is larger, e.g.
-# -d '64M,queue-size=1024' (QEMU offers seg_max = queue size - 2 = 1022),
-# named by CHAIN_DISK (default vdb). Checks: max_segments is the device's
-# seg_max (no cap of 256); 4 MiB direct writes and reads from a buffer whose
+# virtio guest: requests of many more data segments than a request's inline
+# scatterlist (2 entries, as upstream), up to the largest seg_max QEMU
+# offers. Run with a disk of seg_max 1022, -d '64M,queue-size=1024' (QEMU
+# offers seg_max = queue size - 2), named by CHAIN_DISK (default vdb).
+# Checks: max_segments is the device's seg_max (not capped to the inline
+# entries); 4 MiB direct writes and reads from a buffer whose
 # pages are not physically adjacent (so each page is a segment of its own)
 # verify (crc32c); the removal line counts requests that took a chained
 # table; no chained table is left behind when the tag set goes.

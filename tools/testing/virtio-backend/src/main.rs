@@ -18,6 +18,8 @@
 
 mod blk;
 mod channel;
+mod config;
+mod request;
 mod scenario;
 
 use std::path::PathBuf;

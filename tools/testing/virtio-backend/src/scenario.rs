@@ -51,7 +51,9 @@ pub enum Scenario {
     /// One request answered, then nothing more: a vhost-user backend
     /// cannot set `DEVICE_NEEDS_RESET` in the device status (QEMU owns
     /// it), so this sends a configuration change notification and stops
-    /// answering, as a device that wants a reset would.
+    /// answering, as a device that wants a reset would. QEMU 7.2 passes a
+    /// notification on only when the capacity changed, so to the guest
+    /// this is a stall after one answer.
     NeedsReset,
     /// [`STORM_LENGTH`] configuration change notifications in a row.
     /// QEMU 7.2 passes one to the guest only when the capacity changed,
@@ -85,7 +87,8 @@ pub enum Scenario {
     /// not fit a `loff_t`.
     CapacityLoffOverflow,
     /// `num_queues` 0 with `VIRTIO_BLK_F_MQ` offered (QEMU 7.2 puts its own
-    /// `num-queues` in the guest's view of the field).
+    /// `num-queues` in the guest's view of the field: the guest never
+    /// sees the 0).
     NumQueuesZero,
     /// `num_queues` 65535 (QEMU 7.2 puts its own `num-queues` there too).
     NumQueuesHuge,
@@ -225,9 +228,13 @@ impl Scenario {
             // A capacity whose byte size overflows must be clamped or
             // refused, and said; I/O to the old range goes on.
             Scenario::CapacityHuge => (Trigger, Succeeds, true),
-            // The logical block size cannot change under a live queue:
-            // the driver keeps the old one and says so.
-            Scenario::BlkSizeChange => (Trigger, Succeeds, true),
+            // The logical block size cannot change under a live queue: a
+            // driver that sees the change keeps the old size and says so.
+            // But QEMU 7.2 passes on only a new capacity (its
+            // vhost_user_blk_handle_config_change) and answers the guest's
+            // reads of the configuration space from its own copy: the
+            // guest never sees the new size, so nothing can be named.
+            Scenario::BlkSizeChange => (Trigger, Succeeds, false),
             // Requests on the silent queue must time out and fail (the
             // rest go on): the same as a stall for fio's requests there.
             Scenario::OneQueueStalls => (Trigger, Eio, true),
@@ -241,9 +248,11 @@ impl Scenario {
             Scenario::TopologyOdd => (Probe, Succeeds, true),
             // Clamped to the block layer's largest capacity, said.
             Scenario::CapacityLoffOverflow => (Probe, Succeeds, true),
-            // MQ with no queue: one queue, said (behind QEMU 7.2 the
-            // guest sees QEMU's num-queues, with nothing to name).
-            Scenario::NumQueuesZero => (Probe, Succeeds, true),
+            // MQ with no queue: a driver that sees it uses one queue and
+            // says so. But QEMU 7.2 writes its own num-queues over the
+            // field (vhost_user_blk_update_config): the guest sees a sane
+            // value and has nothing to name.
+            Scenario::NumQueuesZero => (Probe, Succeeds, false),
             // More queues than the transport has: limited to those, and
             // QEMU replaces the value anyway.
             Scenario::NumQueuesHuge => (Probe, Succeeds, false),

@@ -46,6 +46,7 @@ use crate::blkcore::virtio::request::{
 };
 pub use crate::blkcore::virtio::request::{
     Command,
+    STATUS_NOT_WRITTEN,
     VIRTIO_BLK_ID_BYTES, //
 };
 use crate::blkmq::{
@@ -141,6 +142,12 @@ impl BlkReq {
     pub fn status(&self) -> Status {
         status_to_blk(self.status)
     }
+
+    /// The status byte, if it is none virtio-blk defines (valid after
+    /// completion): [`STATUS_NOT_WRITTEN`] if the device never wrote it.
+    pub fn undefined_status(&self) -> Option<u8> {
+        (!RequestStatus::is_defined(self.status)).then_some(self.status)
+    }
 }
 
 /// Fill in `rq`'s header (and range), map its data and start it. `le`:
@@ -199,7 +206,7 @@ pub fn prepare<T: Operations<RequestData = BlkReq>>(
     };
     let d = rq.data_mut();
     d.hdr = e.hdr;
-    d.status = 0xff;
+    d.status = STATUS_NOT_WRITTEN;
     d.data_out = e.data_out;
     d.nsg = nsg;
     rq.start();
@@ -277,7 +284,7 @@ impl IdRequest {
             pin_init!(Self {
                 hdr: Command::GetId.encode(0, 0, 0, le).hdr,
                 id: Opaque::zeroed(),
-                status: Opaque::new(0xff),
+                status: Opaque::new(STATUS_NOT_WRITTEN),
                 sgs: Opaque::zeroed(),
                 submitted: AtomicBool::new(false),
                 state: AtomicU8::new(ID_PENDING),

@@ -220,6 +220,7 @@ impl virtio::Driver for VirtioBlk {
                 vqs,
                 resetter: Some(dev.resetter()),
                 given_up: AtomicBool::new(false),
+                undefined_status_named: AtomicBool::new(false),
             },
             GFP_KERNEL,
         )?;

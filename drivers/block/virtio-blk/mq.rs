@@ -38,6 +38,8 @@ pub(crate) struct Queues {
     pub(crate) resetter: Option<virtio::Resetter>,
     /// Set once the device was given up on (reset, its requests failed).
     pub(crate) given_up: AtomicBool,
+    /// Set once an undefined status byte was named ([`BlkOps::complete`]).
+    pub(crate) undefined_status_named: AtomicBool,
 }
 
 impl Queues {
@@ -209,8 +211,30 @@ impl blkmq::Operations for BlkOps {
         vblk::release(data);
     }
 
-    fn complete(_qd: QueueDataRef<'_, Self>, rq: Request<Self>) {
-        let status = rq.data().status();
+    /// A status byte virtio-blk does not define fails the request, as
+    /// upstream; unlike upstream, the first one per device is named (a
+    /// device that never writes the byte, or one that breaks the protocol,
+    /// is otherwise seen only as I/O errors).
+    fn complete(qd: QueueDataRef<'_, Self>, rq: Request<Self>) {
+        let data = rq.data();
+        if let Some(byte) = data.undefined_status() {
+            if let Some(r) = qd.resetter.as_ref() {
+                if !qd.undefined_status_named.swap(true, Ordering::Relaxed) {
+                    let never_written = if byte == STATUS_NOT_WRITTEN {
+                        " (the byte was never written)"
+                    } else {
+                        ""
+                    };
+                    dev_err!(
+                        r.as_dev(),
+                        "the device answered a request with status {:#04x}, which virtio-blk does not define{}: failed as an I/O error (later ones are not named)\n",
+                        byte,
+                        never_written
+                    );
+                }
+            }
+        }
+        let status = data.status();
         rq.end(status);
     }
 

@@ -112,7 +112,8 @@ use virtio::blk::{
     BlkReq,
     BlkVq,
     Command,
-    IdRequest, //
+    IdRequest,
+    STATUS_NOT_WRITTEN, //
 };
 
 module! {
@@ -188,6 +189,7 @@ mod tests {
                 vqs: KVec::new(),
                 resetter: None,
                 given_up: AtomicBool::new(false),
+                undefined_status_named: AtomicBool::new(false),
             },
             GFP_KERNEL,
         )?;

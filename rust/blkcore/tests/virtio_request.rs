@@ -3,9 +3,10 @@
 //! virtio-blk request headers, ranges and status bytes on the wire.
 
 use blkcore::virtio::request::{
-    encode_range, encode_ranges, Command, RequestStatus, RANGE_BYTES, VIRTIO_BLK_S_IOERR,
-    VIRTIO_BLK_S_OK, VIRTIO_BLK_S_UNSUPP, VIRTIO_BLK_T_DISCARD, VIRTIO_BLK_T_GET_ID,
-    VIRTIO_BLK_T_IN, VIRTIO_BLK_T_OUT, VIRTIO_BLK_T_SECURE_ERASE, VIRTIO_BLK_T_WRITE_ZEROES,
+    encode_range, encode_ranges, Command, RequestStatus, RANGE_BYTES, STATUS_NOT_WRITTEN,
+    VIRTIO_BLK_S_IOERR, VIRTIO_BLK_S_OK, VIRTIO_BLK_S_UNSUPP, VIRTIO_BLK_T_DISCARD,
+    VIRTIO_BLK_T_GET_ID, VIRTIO_BLK_T_IN, VIRTIO_BLK_T_OUT, VIRTIO_BLK_T_SECURE_ERASE,
+    VIRTIO_BLK_T_WRITE_ZEROES,
 };
 use proptest::prelude::*;
 
@@ -96,7 +97,22 @@ fn only_ok_is_success() {
         RequestStatus::IoError
     );
     // The "not yet written" marker the driver puts there, and anything else.
-    assert_eq!(RequestStatus::from_byte(0xff), RequestStatus::IoError);
+    assert_eq!(
+        RequestStatus::from_byte(STATUS_NOT_WRITTEN),
+        RequestStatus::IoError
+    );
+}
+
+#[test]
+fn only_the_three_statuses_of_the_spec_are_defined() {
+    let defined: Vec<u8> = (0..=u8::MAX)
+        .filter(|&b| RequestStatus::is_defined(b))
+        .collect();
+    assert_eq!(
+        defined,
+        [VIRTIO_BLK_S_OK, VIRTIO_BLK_S_IOERR, VIRTIO_BLK_S_UNSUPP]
+    );
+    assert!(!RequestStatus::is_defined(STATUS_NOT_WRITTEN));
 }
 
 #[test]

@@ -26,6 +26,10 @@ pub const VIRTIO_BLK_S_OK: u8 = 0;
 pub const VIRTIO_BLK_S_IOERR: u8 = 1;
 /// `VIRTIO_BLK_S_UNSUPP`.
 pub const VIRTIO_BLK_S_UNSUPP: u8 = 2;
+/// What the driver puts in a request's status byte before sending it: a
+/// value virtio-blk does not define, so a device that answers without
+/// writing the byte fails the request instead of passing it as OK.
+pub const STATUS_NOT_WRITTEN: u8 = 0xff;
 /// `VIRTIO_BLK_ID_BYTES`: length of the serial.
 pub const VIRTIO_BLK_ID_BYTES: usize = 20;
 /// `VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP`.
@@ -70,6 +74,17 @@ pub enum RequestStatus {
 }
 
 impl RequestStatus {
+    /// Whether `b` is a status virtio-blk defines (OK, IOERR, UNSUPP):
+    /// anything else is a device that broke the protocol, or one that
+    /// never wrote the byte (the driver sets [`STATUS_NOT_WRITTEN`] before
+    /// each request).
+    pub fn is_defined(b: u8) -> bool {
+        matches!(
+            b,
+            VIRTIO_BLK_S_OK | VIRTIO_BLK_S_IOERR | VIRTIO_BLK_S_UNSUPP
+        )
+    }
+
     /// The status byte `b` as the device wrote it.
     pub fn from_byte(b: u8) -> Self {
         match b {

@@ -91,6 +91,28 @@ disk_of() {
     return 1
 }
 
+# special SCENARIO WHO DISK: what a scenario must show beyond surviving,
+# while the disk is up (sets SPECIAL; a check for ours).
+special() {
+    local s=$1 who=$2 d=$3 rc max
+    SPECIAL=
+    case $s in
+        discard-errors)
+            # The device fails discards: the discard fails, and fio's
+            # reads and writes do not.
+            blkdiscard -o 0 -l 1048576 /dev/$d > /dev/null 2>&1; rc=$?
+            SPECIAL="blkdiscard of 1 MiB: exit $rc"
+            [ $who = ours ] && check "$s: ours fails the discard the device failed ($SPECIAL)" [ $rc != 0 ] ;;
+        get-id-never-answered)
+            # The serial request the device keeps must not take the room
+            # a largest request needs on an otherwise idle ring.
+            max=$(q $d max_sectors_kb)
+            dd if=/dev/zero of=/dev/$d bs=${max}k count=1 oflag=direct > /dev/null 2>&1; rc=$?
+            SPECIAL="one ${max} KiB direct write (max_sectors_kb): exit $rc; serial '$(cat /sys/block/$d/serial 2>/dev/null)'"
+            [ $who = ours ] && check "$s: a largest request completes beside the unanswered GET_ID ($SPECIAL)" [ $rc = 0 ] ;;
+    esac
+}
+
 # fio_failed [eio]: fio ended on its own with a failure (with EIO).
 fio_failed() {
     [ -n "$fio_rc" ] && [ "$fio_rc" -ne 0 ] && [ "$fio_rc" -lt 128 ] && { [ "${1:-}" != eio ] || [ "$fio_eio" = yes ]; }
@@ -114,11 +136,15 @@ hostile() { # SCENARIO WHO N KO MOD
         # may give up on a queue that answered nothing for a whole
         # period), sooner.
         echo 5000 > /sys/block/$d/queue/io_timeout
-        # Written and read back with crc32c checks interleaved: the reads
-        # start early, so read-side scenarios strike on them too.
+        special "$s" "$who" "$d"
+        # Written and read back with crc32c checks interleaved (the reads
+        # start early, so read-side scenarios strike on them too) and a
+        # flush every 16 writes, by two jobs, one on each CPU (so on each
+        # queue), each on a 16 MiB region of its own.
         fio --name=h --filename=/dev/$d --allow_file_create=0 --direct=1 --rw=randwrite \
-            --bsrange=4k-128k --iodepth=16 --ioengine=libaio --size=32M --verify=crc32c \
-            --verify_backlog=8 --verify_fatal=1 > /tmp/h.out 2>&1 &
+            --bsrange=4k-128k --iodepth=16 --ioengine=libaio --size=16M --offset_increment=16M \
+            --numjobs=2 --cpus_allowed=0,1 --cpus_allowed_policy=split --fsync=16 \
+            --verify=crc32c --verify_backlog=8 --verify_fatal=1 > /tmp/h.out 2>&1 &
         fio_pid=$!
         # Until fio ends, at most 60 s: the scenarios of a stalled or
         # broken queue end their requests on their own (a timeout) or
@@ -128,6 +154,7 @@ hostile() { # SCENARIO WHO N KO MOD
         notes="disk $d up; fio ran $((waited / 2)) s before the unplug"
     else
         notes="no disk (device ${v:-none}, driver $(basename "$(readlink /sys/bus/virtio/devices/$v/driver 2>/dev/null)" 2>/dev/null))"
+        SPECIAL=
     fi
     echo "HOST-CMD: vub-detach $n"
     if [ -n "$fio_pid" ]; then
@@ -155,16 +182,17 @@ hostile() { # SCENARIO WHO N KO MOD
     # warning level or above (busybox dmesg -r keeps the <level>
     # prefix): the first names the fault, else the block layer's first
     # I/O error line. The driver's own are counted: the virtio core's
-    # ("virtioN: req.0:id 133 out of range") are not the driver's.
+    # ("virtioN: req.0:id 133 out of range") and the driver core's ("probe
+    # with driver ... failed") are not the driver's.
     dmesg -r | sed -n "/blkfront-test: mark $mark\$/,\$p" | sed -n 's/^<\([0-4]\)>\[[ 0-9.]*\] //p' > /tmp/h.warn
     fault_lines=0
-    [ -n "$v" ] && fault_lines=$(grep " $v: " /tmp/h.warn | grep -cvE " $v: req\.[0-9]+:")
+    [ -n "$v" ] && fault_lines=$(grep " $v: " /tmp/h.warn | grep -cvE " $v: (req\.[0-9]+:|probe with driver )")
     fault=$( { [ -n "$v" ] && grep " $v: " /tmp/h.warn; [ -n "$d" ] && grep "$d" /tmp/h.warn; } | head -1)
     if [ "$oops" -gt 0 ]; then outcome=oops
     elif [ $fio_end = no ] || [ $gone = no ] || [ "$unloaded" = no ]; then outcome=hangs
     elif [ "$fio_corrupt" = yes ] && [ "$fio_eio" != yes ]; then outcome=corrupts
     else outcome=survives; fi
-    notes="$notes; fio ended: $fio_end; device gone: $gone; unloaded: $unloaded${fault:+; dmesg: $fault}"
+    notes="$notes${SPECIAL:+; $SPECIAL}; fio ended: $fio_end; device gone: $gone; unloaded: $unloaded${fault:+; dmesg: $fault}"
     echo "VHOSTILE $s $who $outcome $notes"
     if [ "$who" = ours ]; then
         check "$s: ours survives ($notes)" [ $outcome = survives ]

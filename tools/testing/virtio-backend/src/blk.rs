@@ -234,7 +234,7 @@ impl Blk {
             return;
         };
         let mut signal = false;
-        loop {
+        'serve: loop {
             if self.event_idx {
                 let _ = vring.disable_notification();
             }
@@ -243,8 +243,9 @@ impl Blk {
                     self.shared
                         .fire("queue 1 no longer served, queue 0 goes on");
                 }
+                // What was answered before still gets its interrupt.
                 if self.silent(q) {
-                    return;
+                    break 'serve;
                 }
                 let chain = vring
                     .get_mut()
@@ -614,5 +615,345 @@ impl VhostUserBackendMut for Blk {
         }
         // Never an error: the daemon's worker would stop serving.
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vm_memory::GuestAddress;
+
+    /// Queue size of the test ring.
+    const QSIZE: u16 = 16;
+    const DESC: u64 = 0x0;
+    const AVAIL: u64 = 0x1000;
+    const USED: u64 = 0x2000;
+    /// Headers, data and status bytes go here, one 8 KiB slot per head.
+    const BUFS: u64 = 0x10000;
+
+    /// A device on a 1 MiB image, with one ring in 1 MiB of guest memory.
+    struct Rig {
+        dev: Blk,
+        mem: Mem,
+        vring: VringRwLock,
+        avail_idx: u16,
+        dir: TempDir,
+    }
+
+    struct TempDir(PathBuf);
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    impl Rig {
+        fn new(name: &str, scenario: Option<Scenario>) -> Self {
+            let dir = std::env::temp_dir()
+                .join(format!("virtio-backend-test-{}-{name}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let img = dir.join("disk.img");
+            std::fs::write(&img, vec![0u8; 1 << 20]).unwrap();
+            let opts = Options {
+                file: img,
+                scenario,
+                fired: Some(dir.join("fired")),
+                queues: 2,
+            };
+            let mut dev = Blk::new(&opts).unwrap();
+            let mem = GuestMemoryAtomic::new(
+                GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 1 << 20)]).unwrap(),
+            );
+            dev.update_memory(mem.clone()).unwrap();
+            let vring = VringRwLock::new(mem.clone(), QSIZE).unwrap();
+            vring.set_queue_size(QSIZE);
+            vring.set_queue_info(DESC, AVAIL, USED).unwrap();
+            vring.set_queue_ready(true);
+            vring.set_enabled(true);
+            Rig {
+                dev,
+                mem,
+                vring,
+                avail_idx: 0,
+                dir: TempDir(dir),
+            }
+        }
+
+        fn m(&self) -> GuestMemoryLoadGuard<GuestMemoryMmap> {
+            self.mem.memory()
+        }
+
+        fn desc(&self, i: u16, addr: u64, len: u32, write: bool, next: Option<u16>) {
+            let flags = u16::from(next.is_some()) | if write { 2 } else { 0 };
+            let a = GuestAddress(DESC + u64::from(i) * 16);
+            let m = self.m();
+            m.write_obj(addr, a).unwrap();
+            m.write_obj(len, GuestAddress(a.0 + 8)).unwrap();
+            m.write_obj(flags, GuestAddress(a.0 + 12)).unwrap();
+            m.write_obj(next.unwrap_or(0), GuestAddress(a.0 + 14))
+                .unwrap();
+        }
+
+        /// Makes a request of `kind` at `sector` available at head `head`
+        /// (heads 0, 3, 6, ...: three descriptors each): the header, one
+        /// data buffer of `len` bytes (none if 0), the status byte
+        /// (primed with 0xff).
+        fn submit(&mut self, head: u16, kind: u32, sector: u64, len: u32, write_data: bool) {
+            let slot = BUFS + u64::from(head) * 0x2000;
+            let m = self.m();
+            m.write_obj(kind, GuestAddress(slot)).unwrap();
+            m.write_obj(0u32, GuestAddress(slot + 4)).unwrap();
+            m.write_obj(sector, GuestAddress(slot + 8)).unwrap();
+            m.write_obj(0xffu8, GuestAddress(slot + 0x1fff)).unwrap();
+            drop(m);
+            if len > 0 {
+                self.desc(head, slot, 16, false, Some(head + 1));
+                self.desc(head + 1, slot + 0x100, len, write_data, Some(head + 2));
+            } else {
+                self.desc(head, slot, 16, false, Some(head + 2));
+            }
+            self.desc(head + 2, slot + 0x1fff, 1, true, None);
+            let m = self.m();
+            let pos = u64::from(self.avail_idx % QSIZE);
+            m.write_obj(head, GuestAddress(AVAIL + 4 + pos * 2))
+                .unwrap();
+            self.avail_idx = self.avail_idx.wrapping_add(1);
+            m.write_obj(self.avail_idx, GuestAddress(AVAIL + 2))
+                .unwrap();
+        }
+
+        fn serve(&mut self) {
+            self.dev.serve_queue(0, &self.vring);
+        }
+
+        fn used_idx(&self) -> u16 {
+            self.m().read_obj(GuestAddress(USED + 2)).unwrap()
+        }
+
+        /// The used element at position `i`: id and length.
+        fn used(&self, i: u16) -> (u32, u32) {
+            let a = USED + 4 + u64::from(i % QSIZE) * 8;
+            let m = self.m();
+            (
+                m.read_obj(GuestAddress(a)).unwrap(),
+                m.read_obj(GuestAddress(a + 4)).unwrap(),
+            )
+        }
+
+        fn status(&self, head: u16) -> u8 {
+            let slot = BUFS + u64::from(head) * 0x2000;
+            self.m().read_obj(GuestAddress(slot + 0x1fff)).unwrap()
+        }
+
+        /// Answers `n` flushes, one at a time.
+        fn flushes(&mut self, n: u64) {
+            for _ in 0..n {
+                self.submit(0, VIRTIO_BLK_T_FLUSH, 0, 0, false);
+                self.serve();
+            }
+        }
+    }
+
+    #[test]
+    fn write_then_read_back() {
+        let mut r = Rig::new("rw", None);
+        let slot = BUFS + 0x100;
+        r.m()
+            .write_slice(&[0xabu8; 512], GuestAddress(slot))
+            .unwrap();
+        r.submit(0, VIRTIO_BLK_T_OUT, 3, 512, false);
+        r.serve();
+        assert_eq!(r.used_idx(), 1);
+        assert_eq!(r.used(0), (0, 1));
+        assert_eq!(r.status(0), 0);
+        let rslot = BUFS + 3 * 0x2000 + 0x100;
+        r.submit(3, VIRTIO_BLK_T_IN, 3, 1024, true);
+        r.serve();
+        assert_eq!(r.used(1), (3, 1025));
+        assert_eq!(r.status(3), 0);
+        let mut back = [0u8; 1024];
+        r.m().read_slice(&mut back, GuestAddress(rslot)).unwrap();
+        assert!(back[..512].iter().all(|&b| b == 0xab));
+        assert!(back[512..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn odd_requests_get_errors_not_panics() {
+        let mut r = Rig::new("odd", None);
+        // Past the end, a sector whose byte offset overflows, an unknown
+        // type, a discard without segments.
+        r.submit(0, VIRTIO_BLK_T_IN, 2048, 512, true);
+        r.submit(3, VIRTIO_BLK_T_OUT, u64::MAX / 2, 512, false);
+        r.submit(6, 99, 0, 0, false);
+        r.submit(9, VIRTIO_BLK_T_DISCARD, 0, 0, false);
+        r.serve();
+        assert_eq!(r.used_idx(), 4);
+        assert_eq!(r.status(0), VIRTIO_BLK_S_IOERR as u8);
+        assert_eq!(r.status(3), VIRTIO_BLK_S_IOERR as u8);
+        assert_eq!(r.status(6), VIRTIO_BLK_S_UNSUPP as u8);
+        assert_eq!(r.status(9), VIRTIO_BLK_S_IOERR as u8);
+        // A discard segment reaching past the end of the disk.
+        let slot = BUFS + 0x100;
+        let m = r.m();
+        m.write_obj(2040u64, GuestAddress(slot)).unwrap();
+        m.write_obj(16u32, GuestAddress(slot + 8)).unwrap();
+        drop(m);
+        r.submit(0, VIRTIO_BLK_T_DISCARD, 0, 16, false);
+        // A chain with nothing writable: no status to write.
+        r.desc(12, BUFS, 16, false, None);
+        let m = r.m();
+        m.write_obj(
+            12u16,
+            GuestAddress(AVAIL + 4 + u64::from(r.avail_idx % QSIZE) * 2),
+        )
+        .unwrap();
+        r.avail_idx += 1;
+        m.write_obj(r.avail_idx, GuestAddress(AVAIL + 2)).unwrap();
+        drop(m);
+        r.serve();
+        assert_eq!(r.status(0), VIRTIO_BLK_S_IOERR as u8);
+        assert_eq!(r.used(5), (12, 0));
+    }
+
+    #[test]
+    fn get_id_answers_the_serial() {
+        let mut r = Rig::new("id", Some(Scenario::FlushErrors));
+        r.submit(0, VIRTIO_BLK_T_GET_ID, 0, 20, true);
+        r.serve();
+        assert_eq!(r.used(0), (0, 21));
+        let mut id = [0u8; 20];
+        r.m()
+            .read_slice(&mut id, GuestAddress(BUFS + 0x100))
+            .unwrap();
+        assert_eq!(&id, b"vub-flush-errors\0\0\0\0");
+    }
+
+    #[test]
+    fn used_id_out_of_range_strikes_after_the_trigger() {
+        let mut r = Rig::new("oor", Some(Scenario::UsedIdOutOfRange));
+        r.flushes(TRIGGER_AFTER);
+        assert!(!r.dev.shared.has_fired());
+        assert!((0..TRIGGER_AFTER as u16).all(|i| r.used(i).0 == 0));
+        r.submit(3, VIRTIO_BLK_T_FLUSH, 0, 0, false);
+        r.serve();
+        assert!(r.dev.shared.has_fired());
+        assert_eq!(r.used_idx(), TRIGGER_AFTER as u16 + 1);
+        assert_eq!(r.used(TRIGGER_AFTER as u16).0, u32::from(QSIZE) + 5);
+        // Then it behaves again.
+        r.submit(6, VIRTIO_BLK_T_FLUSH, 0, 0, false);
+        r.serve();
+        assert_eq!(r.used(TRIGGER_AFTER as u16 + 1), (6, 1));
+        let fired = std::fs::read_to_string(r.dir.0.join("fired")).unwrap();
+        assert_eq!(fired, "fired used-id-out-of-range\n");
+    }
+
+    #[test]
+    fn used_id_twice_writes_one_head_twice() {
+        let mut r = Rig::new("twice", Some(Scenario::UsedIdTwice));
+        r.flushes(TRIGGER_AFTER);
+        r.submit(3, VIRTIO_BLK_T_FLUSH, 0, 0, false);
+        r.serve();
+        let n = TRIGGER_AFTER as u16;
+        assert_eq!(r.used_idx(), n + 2);
+        assert_eq!(r.used(n), (3, 1));
+        assert_eq!(r.used(n + 1), (3, 1));
+    }
+
+    #[test]
+    fn stall_answers_nothing_after_the_trigger() {
+        let mut r = Rig::new("stall", Some(Scenario::Stall));
+        r.flushes(TRIGGER_AFTER + 3);
+        assert_eq!(r.used_idx(), TRIGGER_AFTER as u16);
+        assert!(r.dev.shared.has_fired());
+    }
+
+    #[test]
+    fn status_scenarios() {
+        let mut r = Rig::new("status7", Some(Scenario::UnknownStatus));
+        r.flushes(TRIGGER_AFTER);
+        r.submit(3, VIRTIO_BLK_T_FLUSH, 0, 0, false);
+        r.serve();
+        assert_eq!(r.status(3), 7);
+
+        let mut r = Rig::new("nostatus", Some(Scenario::StatusNeverWritten));
+        r.flushes(TRIGGER_AFTER);
+        r.submit(3, VIRTIO_BLK_T_FLUSH, 0, 0, false);
+        r.serve();
+        assert_eq!(r.status(3), 0xff);
+        assert_eq!(r.used(TRIGGER_AFTER as u16), (3, 1));
+
+        let mut r = Rig::new("short", Some(Scenario::UsedLenTooSmall));
+        r.flushes(TRIGGER_AFTER);
+        // Not a read: not struck yet.
+        r.submit(3, VIRTIO_BLK_T_FLUSH, 0, 0, false);
+        r.serve();
+        assert!(!r.dev.shared.has_fired());
+        r.submit(6, VIRTIO_BLK_T_IN, 0, 512, true);
+        r.serve();
+        assert_eq!(r.used(TRIGGER_AFTER as u16 + 1), (6, 0));
+        assert_eq!(r.status(6), 0);
+
+        let mut r = Rig::new("long", Some(Scenario::UsedLenTooLarge));
+        r.flushes(TRIGGER_AFTER);
+        r.submit(6, VIRTIO_BLK_T_IN, 0, 512, true);
+        r.serve();
+        assert_eq!(r.used(TRIGGER_AFTER as u16), (6, 513 + 4096));
+    }
+
+    #[test]
+    fn request_scenarios() {
+        let mut r = Rig::new("flusherr", Some(Scenario::FlushErrors));
+        r.submit(0, VIRTIO_BLK_T_FLUSH, 0, 0, false);
+        r.serve();
+        assert_eq!(r.status(0), VIRTIO_BLK_S_IOERR as u8);
+        assert!(r.dev.shared.has_fired());
+
+        let mut r = Rig::new("noid", Some(Scenario::GetIdNeverAnswered));
+        r.submit(0, VIRTIO_BLK_T_GET_ID, 0, 20, true);
+        r.submit(3, VIRTIO_BLK_T_FLUSH, 0, 0, false);
+        r.serve();
+        assert_eq!(r.used_idx(), 1);
+        assert_eq!(r.used(0), (3, 1));
+    }
+
+    #[test]
+    fn reads_fail_only_after_the_trigger() {
+        let mut r = Rig::new("ioerr", Some(Scenario::IoerrReads));
+        r.submit(0, VIRTIO_BLK_T_IN, 0, 512, true);
+        r.serve();
+        assert_eq!(r.status(0), 0);
+        r.flushes(TRIGGER_AFTER);
+        r.submit(3, VIRTIO_BLK_T_IN, 0, 512, true);
+        r.serve();
+        assert_eq!(r.status(3), VIRTIO_BLK_S_IOERR as u8);
+        assert_eq!(r.used(TRIGGER_AFTER as u16 + 1), (3, 1));
+    }
+
+    #[test]
+    fn probe_scenarios_fire_when_the_config_is_read() {
+        let r = Rig::new("seg0", Some(Scenario::SegMaxZero));
+        assert!(!r.dev.shared.has_fired());
+        let cfg = r.dev.get_config(0, 60);
+        assert_eq!(cfg.len(), 60);
+        assert_eq!(&cfg[12..16], &[0, 0, 0, 0]);
+        assert!(r.dev.shared.has_fired());
+        // Past the end of the space: zeroes, no panic.
+        assert_eq!(r.dev.get_config(0x1000, 8), vec![0; 8]);
+    }
+
+    #[test]
+    fn features_withdrawn_after_a_reset() {
+        let mut r = Rig::new("withdrawn", Some(Scenario::FeaturesWithdrawnOnReset));
+        r.dev.acked_features(FEATURES);
+        r.submit(0, VIRTIO_BLK_T_FLUSH, 0, 0, false);
+        r.serve();
+        assert_eq!(r.status(0), 0);
+        r.dev.stop_vring(0).unwrap();
+        r.dev.acked_features(FEATURES);
+        assert!(r.dev.shared.has_fired());
+        r.submit(3, VIRTIO_BLK_T_FLUSH, 0, 0, false);
+        r.serve();
+        assert_eq!(r.status(3), VIRTIO_BLK_S_UNSUPP as u8);
     }
 }

@@ -52,10 +52,22 @@ debug_suite() { # LABEL
     fi
     rec pass "debug kernel built for $1 ($(basename "$KDBG"))"
     KO=$CACHE/debug-modules/$1
-    rm -rf "$KO"; mkdir -p "$KO"
+    # The same sources against the same debug kernel (another suite with
+    # this label built them earlier in the run): the modules are reused.
+    local src stamp
+    src=$(mktemp)
     (cd "$REPO" && git ls-files -z --cached --others --exclude-standard Kbuild Makefile drivers rust |
-        tar --null -T - -cf -) | tar -C "$KO" -xf -
+        tar --null -T - --mtime=@0 --owner=0 --group=0 --sort=name -cf -) > "$src"
+    stamp="$(sha256sum < "$src" | cut -c1-16) $KDBG"
+    if [ "$(cat "$KO/.built-from" 2>/dev/null)" = "$stamp" ] && ls "$KO"/*.ko > /dev/null 2>&1; then
+        rm -f "$src"
+        rec pass "modules build against the debug kernel ($1; built earlier in this run from the same sources)"
+        return 0
+    fi
+    rm -rf "$KO"; mkdir -p "$KO"
+    tar -C "$KO" -xf "$src"; rm -f "$src"
     if make -s -C "$KO" KDIR="$KDBG" > "$LOGDIR/debug-modules-$1.log" 2>&1; then
+        echo "$stamp" > "$KO/.built-from"
         rec pass "modules build against the debug kernel ($1)"
     else
         rec fail "modules build against the debug kernel ($1; log $LOGDIR/debug-modules-$1.log)"

@@ -37,7 +37,7 @@ GUEST_ENV="HOSTILE_SCENARIOS=$all HOSTILE_EXPECT=$declared HOSTILE_WHO=ours" \
     VHOST_USER=1 bash "$T/virtio-guest.sh" -l virtio-hostile -t 1800 "$T/guest/virtio-hostile.sh"
 fired virtio-hostile "$all"
 
-debug_suite virtio-hostile
+debug_suite virtio
 scenarios=${HOSTILE_DEBUG_SCENARIOS:-used-id-out-of-range,stall,late-write-after-used,get-id-never-answered}
 [ "$scenarios" = all ] && scenarios=$all
 GUEST_ENV="SCRIPTS=debug-start,virtio-hostile,debug-report HOSTILE_SCENARIOS=$scenarios HOSTILE_EXPECT=$declared HOSTILE_WHO=ours" \

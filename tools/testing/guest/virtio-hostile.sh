@@ -108,7 +108,10 @@ special() {
             # a largest request needs on an otherwise idle ring.
             max=$(q $d max_sectors_kb)
             dd if=/dev/zero of=/dev/$d bs=${max}k count=1 oflag=direct > /dev/null 2>&1; rc=$?
-            SPECIAL="one ${max} KiB direct write (max_sectors_kb): exit $rc; serial '$(cat /sys/block/$d/serial 2>/dev/null)'"
+            # A driver that sends GET_ID when the file is read (upstream)
+            # hangs the reader: in the background, read after 2 s.
+            rm -f /tmp/serial; (cat /sys/block/$d/serial > /tmp/serial 2>&1 &); sleep 2
+            SPECIAL="one ${max} KiB direct write (max_sectors_kb): exit $rc; serial read within 2 s: '$(cat /tmp/serial)'"
             [ $who = ours ] && check "$s: a largest request completes beside the unanswered GET_ID ($SPECIAL)" [ $rc = 0 ] ;;
     esac
 }

@@ -65,20 +65,28 @@ clean:
 # errors: $(error) stops make with exactly that line.
 kdir_problem = $(if $(wildcard $(KDIR)/Makefile),,KDIR=$(KDIR) is not a kernel build tree (no Makefile); pass KDIR=/path/to/built/linux)
 kconf_problem = $(if $(wildcard $(KCONF)),,KDIR=$(KDIR) is not configured and built (no include/config/auto.conf); run 'make olddefconfig modules_prepare' there)
+# Linux 7.3 on x86-64 only: the modules are written against 7.3's kernel
+# crate and C interfaces (another release fails to compile, or worse), and
+# x86-64 is the only architecture they are built and tested on.
+KDIR_RELEASE := $(strip $(shell cat $(KDIR)/include/config/kernel.release 2>/dev/null))
+kver_problem = $(if $(filter 7.3 7.3.% 7.3-% 7.3+%,$(KDIR_RELEASE)),,KDIR=$(KDIR) is Linux $(or $(KDIR_RELEASE),of unknown release (no include/config/kernel.release)); blkfront-rs builds for Linux 7.3 on x86-64 only)
+karch_problem = $(if $(filter y,$(CONFIG_X86_64)),,KDIR=$(KDIR) is not an x86-64 kernel (no CONFIG_X86_64=y); blkfront-rs builds for Linux 7.3 on x86-64 only)
 rust_problem = $(strip \
   $(if $(filter y,$(CONFIG_RUST)),,KDIR=$(KDIR) was built without CONFIG_RUST=y; enable Rust (see .config.fragments/rust-kunit.config) and rebuild it) \
   )
-toolchain_problem = $(strip \
-  $(if $(wildcard $(KDIR)/rust/libkernel.rmeta),,KDIR=$(KDIR) has CONFIG_RUST=y but no rust/libkernel.rmeta (distro headers ship none); run 'make modules_prepare' in a full source tree with the same config, or 'make distro-kdir') \
-  $(if $(filter $(CONFIG_RUSTC_VERSION_TEXT),$(shell $(RUSTC) --version 2>/dev/null)),,rustc on PATH is '$(shell $(RUSTC) --version 2>/dev/null)' but KDIR was built with '$(CONFIG_RUSTC_VERSION_TEXT)'; put that rustc first on PATH (or pass RUSTC=...)) \
-  $(if $(filter $(CONFIG_BINDGEN_VERSION_TEXT),$(shell $(BINDGEN) --version 2>/dev/null)),,bindgen on PATH is '$(shell $(BINDGEN) --version 2>/dev/null)' but KDIR was built with '$(CONFIG_BINDGEN_VERSION_TEXT)'; install that bindgen (or pass BINDGEN=...)) \
-  )
+rmeta_problem = $(if $(wildcard $(KDIR)/rust/libkernel.rmeta),,KDIR=$(KDIR) has CONFIG_RUST=y but no rust/libkernel.rmeta (distro headers ship none); run 'make modules_prepare' in a full source tree with the same config, or 'make distro-kdir')
+rustc_problem = $(if $(filter $(CONFIG_RUSTC_VERSION_TEXT),$(shell $(RUSTC) --version 2>/dev/null)),,rustc on PATH is '$(shell $(RUSTC) --version 2>/dev/null)' but KDIR was built with '$(CONFIG_RUSTC_VERSION_TEXT)'; put that rustc first on PATH (or pass RUSTC=...))
+bindgen_problem = $(if $(filter $(CONFIG_BINDGEN_VERSION_TEXT),$(shell $(BINDGEN) --version 2>/dev/null)),,bindgen on PATH is '$(shell $(BINDGEN) --version 2>/dev/null)' but KDIR was built with '$(CONFIG_BINDGEN_VERSION_TEXT)'; install that bindgen (or pass BINDGEN=...))
 
 check-kdir:
 	$(if $(kdir_problem),$(error $(kdir_problem)))
 	$(if $(kconf_problem),$(error $(kconf_problem)))
 	$(if $(rust_problem),$(error $(rust_problem)))
-	$(if $(toolchain_problem),$(error $(toolchain_problem)))
+	$(if $(kver_problem),$(error $(kver_problem)))
+	$(if $(karch_problem),$(error $(karch_problem)))
+	$(if $(rmeta_problem),$(error $(rmeta_problem)))
+	$(if $(rustc_problem),$(error $(rustc_problem)))
+	$(if $(bindgen_problem),$(error $(bindgen_problem)))
 	@test "$(CONFIG_VIRTIO)" = y || echo "note: KDIR has no CONFIG_VIRTIO=y: virtio_blk_rs.ko is not built"
 	@test "$(CONFIG_XEN)" = y || echo "note: KDIR has no CONFIG_XEN=y: xen_blkfront_rs.ko is not built"
 	@test "$(CONFIG_VIRTIO)" != y -o "$(CONFIG_SG_POOL)" = y || echo "note: KDIR has no CONFIG_SG_POOL=y: virtio_blk_rs sends at most 256 segments per request"

@@ -25,6 +25,10 @@
 #   the maintainer scripts are the same), and virtio again:
 #     removed    booted from the initramfs postrm made: virtio_blk drives
 #                vda again, the marker reads back.
+# Before all that, in a copy of the root of its own (deploy-dkms.sh): dkms
+# with our DKMS source added, then apt installs linux-headers-$KREL and
+# OTHER_KREL's image and headers: apt succeeds, the kernel gets its
+# initramfs, and our modules get one line per DKMS hook.
 # DEPLOY_XEN=0 leaves the Xen boot out.
 set -uo pipefail
 T=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,6 +42,14 @@ if ! root=$(bash "$T/build-debian-root.sh"); then
     rec fail "trixie root with linux-image-$KREL (see $CACHE/deploy/*.log)"; exit 1
 fi
 rec pass "trixie root with Debian's linux-image-$KREL and its initramfs ($(($(date +%s) - t0))s this run; cold build $(cat "$root/.build-seconds")s)"
+
+# ---- DKMS: a kernel install with our DKMS source added (a chroot step) ---
+# deploy-dkms.sh works in a copy of its own; the checks below use another.
+t0=$(date +%s)
+while read -r verdict name; do
+    rec "$verdict" "$name"
+done < <(bash "$T/deploy-dkms.sh" "$root" "$KREL" "$OTHER_KREL" "$LOGDIR/$L-dkms")
+log "deploy: DKMS kernel-install checks took $(($(date +%s) - t0))s"
 
 work=$(mktemp -d "$CACHE/deploy/run.XXXX")
 cleanup() {

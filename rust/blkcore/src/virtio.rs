@@ -210,7 +210,7 @@ impl fmt::Display for ConfigReason {
                 write!(f, "config space too short (need {need} bytes)")
             }
             ConfigReason::NotPowerOfTwoIn { min, max } => {
-                write!(f, "not a power of two in {min}..={max}")
+                write!(f, "not a power of two between {min} and {max}")
             }
             ConfigReason::TooSmall { min } => write!(f, "below the minimum {min}"),
             ConfigReason::TooLarge { max } => write!(f, "above the maximum {max}"),
@@ -225,7 +225,7 @@ impl fmt::Display for ConfigReason {
 }
 
 /// A rejected config field. Displays as, e.g.,
-/// `virtio-blk config blk_size = 1000: not a power of two in 512..=65536`.
+/// `virtio-blk config blk_size = 1000: not a power of two between 512 and 65536`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConfigError {
     /// Field name as in `struct virtio_blk_config` (`zoned.model`, ...).

@@ -342,7 +342,7 @@ fn validation_errors_name_field_and_value() {
     );
     assert_eq!(
         e.to_string(),
-        "virtio-blk config blk_size = 1000: not a power of two in 512..=65536"
+        "virtio-blk config blk_size = 1000: not a power of two between 512 and 65536"
     );
     for bad in [0u32, 256, 511, 3 << 10, 128 << 10, u32::MAX] {
         let e = parse_err(

@@ -2,7 +2,28 @@
 
 //! Feature bits, the device config as read, and the queue limits it gives.
 
-use super::*;
+use kernel::{
+    c_str,
+    prelude::*, //
+};
+
+use crate::blkcore::{
+    limits::{
+        virtio_limits,
+        QueueLimits, //
+    },
+    virtio::{
+        self as vcfg,
+        offset,
+        ConfigError,
+        VirtioBlkConfig, //
+    },
+};
+use crate::blkmq;
+use crate::virtio::{
+    self,
+    blk as vblk, //
+};
 
 /// Feature bits we offer (upstream virtio_blk's minus zoned).
 pub(crate) const FEATURES: [u32; 12] = [

@@ -2,10 +2,69 @@
 
 //! The virtio driver: probe, config changes, removal.
 
-use super::*;
-use crate::blkcore::naming::{
+use core::sync::atomic::{
+    AtomicBool,
+    AtomicU64,
+    Ordering, //
+};
+
+use kernel::{
+    c_str,
+    new_mutex,
+    new_spinlock_irq,
+    prelude::*,
+    str::CString,
+    sync::{
+        Arc,
+        Mutex, //
+    }, //
+};
+
+use crate::blkcore::{
+    limits::{
+        virtio_ring_fit,
+        virtio_ring_fits_after_restore,
+        QueueLimits, //
+    },
+    naming::{
+        self,
+        HumanSize, //
+    },
+    virtio::{
+        self as vcfg,
+        offset,
+        VirtioBlkConfig, //
+    },
+};
+use crate::blkmq::{
     self,
-    HumanSize, //
+    GenDisk, //
+};
+use crate::config::{
+    config_to_limits,
+    negotiated,
+    read_config,
+    FEATURES,
+    INLINE_SG_PER_REQUEST,
+    VQ_NAME_PREFIX, //
+};
+use crate::mq::{
+    BlkOps,
+    Queues,
+    VqSlot, //
+};
+use crate::naming::{
+    DiskIndex,
+    Shown, //
+};
+use crate::params;
+use crate::virtio::{
+    self,
+    blk::{
+        self as vblk,
+        BlkVq,
+        IdRequest, //
+    },
 };
 
 /// One virtio-blk device.

@@ -2,7 +2,43 @@
 
 //! blk-mq operations over the virtqueues.
 
-use super::*;
+use core::sync::atomic::{
+    AtomicBool,
+    AtomicU64,
+    Ordering, //
+};
+
+use kernel::{
+    prelude::*,
+    sync::{
+        Arc,
+        ArcBorrow,
+        SpinLockIrq, //
+    }, //
+};
+
+use crate::blkmq::{
+    self,
+    HwQueue,
+    QueueDataRef,
+    Rejected,
+    ReqOp,
+    Request,
+    RqBatch,
+    RqList,
+    Status,
+    Timeout, //
+};
+use crate::virtio::{
+    self,
+    blk::{
+        self as vblk,
+        BlkReq,
+        BlkVq,
+        Command,
+        STATUS_NOT_WRITTEN, //
+    },
+};
 
 /// One request virtqueue and its counters.
 #[pin_data]

@@ -3,7 +3,10 @@
 //! Disk indices (the letters come from `blkcore::naming`) and showing
 //! blkcore's `Display` values with the kernel's formatting macros.
 
-use super::*;
+use core::sync::atomic::AtomicU64;
+
+use kernel::prelude::*;
+
 use crate::blkcore::bitmap;
 
 /// Shows a `core::fmt::Display` value (blkcore's errors) with the kernel's

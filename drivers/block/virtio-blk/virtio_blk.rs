@@ -17,25 +17,7 @@
 
 #![deny(unsafe_code)]
 
-use core::sync::atomic::{
-    AtomicBool,
-    AtomicU64,
-    Ordering, //
-};
-
-use kernel::{
-    c_str,
-    new_mutex,
-    new_spinlock_irq,
-    prelude::*,
-    str::CString,
-    sync::{
-        Arc,
-        ArcBorrow,
-        Mutex,
-        SpinLockIrq, //
-    }, //
-};
+use kernel::prelude::*;
 
 #[path = "../../../rust/blkcore/src/tree.rs"]
 #[expect(
@@ -76,45 +58,7 @@ mod device;
 mod mq;
 mod naming;
 
-use config::*;
-use device::*;
-use mq::*;
-use naming::*;
-
-use blkcore::{
-    limits::{
-        virtio_limits,
-        virtio_ring_fit,
-        virtio_ring_fits_after_restore,
-        QueueLimits, //
-    },
-    virtio::{
-        self as vcfg,
-        offset,
-        ConfigError,
-        VirtioBlkConfig, //
-    },
-};
-use blkmq::{
-    GenDisk,
-    HwQueue,
-    QueueDataRef,
-    Rejected,
-    ReqOp,
-    Request,
-    RqBatch,
-    RqList,
-    Status,
-    Timeout, //
-};
-use virtio::blk::{
-    self as vblk,
-    BlkReq,
-    BlkVq,
-    Command,
-    IdRequest,
-    STATUS_NOT_WRITTEN, //
-};
+use device::VirtioBlk;
 
 module! {
     type: VirtioBlkModule,
@@ -160,9 +104,45 @@ impl kernel::Module for VirtioBlkModule {
 
 #[kunit_tests(virtio_blk_rs)]
 mod tests {
-    use super::blkcore::{blkif, virtio as vcfg};
-    use super::blkmq::TagSet;
-    use super::*;
+    use core::sync::atomic::AtomicBool;
+
+    use kernel::{
+        prelude::*,
+        sync::Arc, //
+    };
+
+    use crate::blkcore::{
+        blkif,
+        limits::QueueLimits,
+        naming::disk_name,
+        virtio::{
+            self as vcfg,
+            offset,
+            ConfigError, //
+        },
+    };
+    use crate::blkmq::{
+        GenDisk,
+        ReqOp,
+        TagSet, //
+    };
+    use crate::config::{
+        config_to_limits,
+        FEATURES, //
+    };
+    use crate::mq::{
+        command_of,
+        BlkOps,
+        Queues, //
+    };
+    use crate::naming::{
+        DISK_INDICES,
+        MAX_DISKS, //
+    };
+    use crate::virtio::blk::{
+        self as vblk,
+        Command, //
+    };
 
     const F_BASE: u64 = 0;
 
@@ -402,7 +382,7 @@ mod tests {
     #[test]
     fn disk_indices_as_many_as_upstream() {
         assert_eq!(DISK_INDICES.len() * 64, 65536);
-        let last = crate::blkcore::naming::disk_name("vd", MAX_DISKS - 1, 0);
+        let last = disk_name("vd", MAX_DISKS - 1, 0);
         assert_eq!(last.as_ref().map(|n| n.as_str()), Some("vdcrxp"));
     }
 

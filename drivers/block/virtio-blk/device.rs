@@ -13,7 +13,6 @@ use kernel::{
     new_mutex,
     new_spinlock_irq,
     prelude::*,
-    str::CString,
     sync::{
         Arc,
         Mutex, //
@@ -28,6 +27,7 @@ use crate::blkcore::{
     },
     naming::{
         self,
+        DiskName,
         HumanSize, //
     },
     virtio::{
@@ -73,7 +73,8 @@ pub(crate) struct VirtioBlk {
     queues: Arc<Queues>,
     #[pin]
     disk: Mutex<Option<GenDisk<BlkOps>>>,
-    disk_name: CString,
+    /// `vda`, `vdb`, ...: what the log lines name the disk by.
+    disk_name: DiskName,
     cfg: VirtioBlkConfig,
     limits: QueueLimits,
     /// Capacity in force (512-byte sectors): `cfg.capacity`, then the last
@@ -102,7 +103,7 @@ impl VirtioBlk {
         dev_notice!(
             dev,
             "[{}] {}{} {}-byte logical blocks ({}/{})\n",
-            self.disk_name.to_str().unwrap_or("?"),
+            self.disk_name.as_str(),
             if resize { "new size: " } else { "" },
             nblocks,
             lbs,
@@ -135,7 +136,7 @@ impl VirtioBlk {
         if !self.get_id {
             return None;
         }
-        let name = self.disk_name.to_str().unwrap_or("?");
+        let name = self.disk_name.as_str();
         let timeout_ms = params::get_id_timeout_ms.value();
         let slot = self.queues.vqs.first()?;
         let result = IdRequest::new(self.queues.le).and_then(|req| {
@@ -304,7 +305,6 @@ impl virtio::Driver for VirtioBlk {
         )?;
         let index = DiskIndex::alloc()?;
         let name = naming::disk_name("vd", index.0, 0).ok_or(EINVAL)?;
-        let disk_name = CString::try_from_fmt(fmt!("{}", name.as_str()))?;
         let disk = GenDisk::new(tagset, &limits, fmt!("{}", name.as_str()), cfg.capacity)?;
         // As upstream, read at each HDIO_GETGEO; without GEOMETRY sd-like
         // defaults from the capacity at each call.
@@ -316,7 +316,7 @@ impl virtio::Driver for VirtioBlk {
             try_pin_init!(VirtioBlk {
                 queues,
                 disk <- new_mutex!(Some(disk), "virtio_blk_rs:disk"),
-                disk_name,
+                disk_name: name,
                 capacity: AtomicU64::new(cfg.capacity),
                 npoll,
                 get_id: fit.get_id,
@@ -347,7 +347,7 @@ impl virtio::Driver for VirtioBlk {
             dev_info!(
                 dev,
                 "[{}] serial {}\n",
-                self.disk_name.to_str().unwrap_or("?"),
+                self.disk_name.as_str(),
                 core::str::from_utf8(s).unwrap_or("(not UTF-8)")
             );
         }
@@ -357,7 +357,7 @@ impl virtio::Driver for VirtioBlk {
         dev_info!(
             dev,
             "[{}] lbs {} pbs {} align {} io_min {} io_opt {} max_segs {} max_seg_size {} discard {} wzeroes {} rotational {} wc {}\n",
-            self.disk_name.to_str().unwrap_or("?"),
+            self.disk_name.as_str(),
             a.logical_block_size,
             a.physical_block_size,
             a.alignment_offset,
@@ -404,12 +404,7 @@ impl virtio::Driver for VirtioBlk {
         // The same rule as at probe (`VirtioBlkConfig::parse`).
         let (sectors, clamped) = vcfg::clamp_capacity(raw);
         if let Some(c) = clamped {
-            dev_warn!(
-                dev,
-                "[{}] {}\n",
-                self.disk_name.to_str().unwrap_or("?"),
-                Shown(c)
-            );
+            dev_warn!(dev, "[{}] {}\n", self.disk_name.as_str(), Shown(c));
         }
         self.report_capacity(dev, sectors, true);
         self.capacity.store(sectors, Ordering::Relaxed);
@@ -437,7 +432,7 @@ impl virtio::Driver for VirtioBlk {
         dev_info!(
             dev,
             "[{}] removed: {} requests, {} notifications on {} queues, {} ring-full retries, {} late GET_ID answers, {} polled completions, {} chained scatterlists, {} batches\n",
-            self.disk_name.to_str().unwrap_or("?"),
+            self.disk_name.as_str(),
             t.requests,
             t.notifies,
             self.queues.vqs.len(),
@@ -461,7 +456,7 @@ impl virtio::Driver for VirtioBlk {
         dev_info!(
             dev,
             "[{}] freeze: requests held until the restore\n",
-            self.disk_name.to_str().unwrap_or("?")
+            self.disk_name.as_str()
         );
         Ok(())
     }
@@ -481,7 +476,7 @@ impl virtio::Driver for VirtioBlk {
     }
 
     fn restore(self: Pin<&Self>, dev: &virtio::Device) -> Result {
-        let name = self.disk_name.to_str().unwrap_or("?");
+        let name = self.disk_name.as_str();
         let nq = self.queues.vqs.len();
         let found = dev
             .find_vqs::<Self>(VQ_NAME_PREFIX, nq, self.npoll as usize)
@@ -554,7 +549,7 @@ impl virtio::Driver for VirtioBlk {
                 dev_info!(
                     dev,
                     "[{}] GET_ID never answered: its buffer freed after the reset\n",
-                    self.disk_name.to_str().unwrap_or("?")
+                    self.disk_name.as_str()
                 );
             }
         }

@@ -38,6 +38,7 @@ use crate::fault::reconnect_held;
 use crate::ring::RingHandle;
 use crate::store::{
     handle_from_nodename,
+    shown_path,
     Snapshot,
     BACKEND_KEYS,
     FRONTEND_KEYS, //
@@ -247,7 +248,7 @@ impl xenbus::Driver for Blkfront {
 /// The backend's and our own xenstore directory, read once per step.
 fn read_snapshots(dev: &Device) -> Result<(Snapshot, Snapshot), Reported> {
     let read = |dir: &CStr, keys| {
-        Snapshot::read(dir, keys).or_fatal(dev, fmt!("reading {}", dir.to_str().unwrap_or("?")))
+        Snapshot::read(dir, keys).or_fatal(dev, fmt!("reading {}", shown_path(dir)))
     };
     let backend = read(dev.otherend(), BACKEND_KEYS)?;
     let own = read(dev.nodename(), FRONTEND_KEYS)?;
@@ -292,7 +293,7 @@ impl Info {
                 dev.as_device(),
                 "{}: fault injection: not reconnecting to {}\n",
                 disk.name(),
-                dev.otherend().to_str().unwrap_or("?")
+                shown_path(dev.otherend())
             );
             return Ok(());
         }
@@ -537,7 +538,7 @@ impl Info {
                 dev.as_device(),
                 "{}: reconnected to {}: {} rings of {} pages; persistent grants: {}; resubmitting what was in flight\n",
                 name.as_str(),
-                dev.otherend().to_str().unwrap_or("?"),
+                shown_path(dev.otherend()),
                 n.queues,
                 n.ring_pages,
                 if n.persistent { "enabled" } else { "disabled" },

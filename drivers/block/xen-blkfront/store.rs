@@ -20,6 +20,13 @@ use crate::xen::xenbus::{
     Xbt, //
 };
 
+/// A xenstore path as log lines show it. Paths are ASCII (xenstored
+/// refuses others), so the fallback is only there to keep a log line from
+/// failing.
+pub(crate) fn shown_path(path: &CStr) -> &str {
+    path.to_str().unwrap_or("?")
+}
+
 /// Every backend key `blkcore::negotiate` reads.
 pub(crate) const BACKEND_KEYS: &[&str] = &[
     neg::KEY_MAX_RING_PAGE_ORDER,

@@ -322,3 +322,40 @@ us_stats() {
         persistent) echo "${10}" ;; barrier_writes) echo "${11}" ;;
     esac
 }
+
+# bounded SECONDS CMD...: runs CMD in the background; 0 if it ended (with
+# status 0) within SECONDS, 1 if it failed, 2 if it is still running.
+bounded() {
+    local secs=$1 pid n=0; shift
+    "$@" & pid=$!
+    while kill -0 $pid 2>/dev/null && [ $n -lt $((secs * 2)) ]; do sleep 0.5; n=$((n + 1)); done
+    kill -0 $pid 2>/dev/null && return 2
+    wait $pid
+}
+
+# The hostile scripts (xen-hostile.sh, virtio-hostile.sh):
+# declared SCENARIO: sets WANT_STRIKES, WANT_DISK, WANT_IO and WANT_FAULT
+# from the scenario's line in HOSTILE_EXPECT (the backend's or device's
+# `--list`); fails unless each of the four has a known value. When a
+# scenario strikes: in the Xen backend's keys, on flushes, after its 64th
+# request or at teardown; in the virtio device's config at probe, after
+# its 64th answer or on one kind of request.
+declared() {
+    local w
+    WANT_STRIKES= WANT_DISK= WANT_IO= WANT_FAULT=
+    for w in $(echo "${HOSTILE_EXPECT:-}" | tr ',' '\n' | grep "^$1:" | head -1 | tr ':' ' '); do
+        case $w in
+            strikes=keys | strikes=flushes | strikes=trigger | strikes=teardown | strikes=probe | strikes=request) WANT_STRIKES=${w#*=} ;;
+            disk=up | disk=refused) WANT_DISK=${w#*=} ;;
+            io=ok | io=eio | io=fail | io=none) WANT_IO=${w#*=} ;;
+            fault=named | fault=optional) WANT_FAULT=${w#*=} ;;
+        esac
+    done
+    [ -n "$WANT_STRIKES" ] && [ -n "$WANT_DISK" ] && [ -n "$WANT_IO" ] && [ -n "$WANT_FAULT" ]
+}
+
+# fio_failed [eio]: fio (its exit status in fio_rc, fio_eio yes when it
+# saw EIO) ended on its own with a failure (with EIO).
+fio_failed() {
+    [ -n "$fio_rc" ] && [ "$fio_rc" -ne 0 ] && [ "$fio_rc" -lt 128 ] && { [ "${1:-}" != eio ] || [ "$fio_eio" = yes ]; }
+}

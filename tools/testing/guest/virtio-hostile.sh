@@ -31,32 +31,6 @@ SCENARIOS=$(echo "${HOSTILE_SCENARIOS:-}" | tr ',' ' ')
 check "the host passed virtio-blk-backend's scenario list ($(echo $SCENARIOS | wc -w) scenarios)" [ -n "$SCENARIOS" ]
 mount -t debugfs none /sys/kernel/debug 2> /dev/null
 
-# bounded SECONDS CMD...: runs CMD in the background; 0 if it ended (with
-# status 0) within SECONDS, 1 if it failed, 2 if it is still running.
-bounded() {
-    local secs=$1 pid n=0; shift
-    "$@" & pid=$!
-    while kill -0 $pid 2>/dev/null && [ $n -lt $((secs * 2)) ]; do sleep 0.5; n=$((n + 1)); done
-    kill -0 $pid 2>/dev/null && return 2
-    wait $pid
-}
-
-# declared SCENARIO: sets WANT_STRIKES, WANT_DISK, WANT_IO and WANT_FAULT
-# from the scenario's line in HOSTILE_EXPECT; fails unless each of the
-# four has a known value.
-declared() {
-    local w
-    WANT_STRIKES= WANT_DISK= WANT_IO= WANT_FAULT=
-    for w in $(echo "${HOSTILE_EXPECT:-}" | tr ',' '\n' | grep "^$1:" | head -1 | tr ':' ' '); do
-        case $w in
-            strikes=probe | strikes=trigger | strikes=request) WANT_STRIKES=${w#*=} ;;
-            disk=up | disk=refused) WANT_DISK=${w#*=} ;;
-            io=ok | io=eio | io=fail | io=none) WANT_IO=${w#*=} ;;
-            fault=named | fault=optional) WANT_FAULT=${w#*=} ;;
-        esac
-    done
-    [ -n "$WANT_STRIKES" ] && [ -n "$WANT_DISK" ] && [ -n "$WANT_IO" ] && [ -n "$WANT_FAULT" ]
-}
 
 # block_virtio: the virtio devices of device id 2 (block), one a line.
 block_virtio() {
@@ -116,10 +90,6 @@ special() {
     esac
 }
 
-# fio_failed [eio]: fio ended on its own with a failure (with EIO).
-fio_failed() {
-    [ -n "$fio_rc" ] && [ "$fio_rc" -ne 0 ] && [ "$fio_rc" -lt 128 ] && { [ "${1:-}" != eio ] || [ "$fio_eio" = yes ]; }
-}
 
 hostile() { # SCENARIO WHO N KO MOD
     local s=$1 who=$2 n=$3 ko=$4 mod=$5 fio_pid= fio_rc= fio_eio= fio_corrupt= rc up=no v= d= before

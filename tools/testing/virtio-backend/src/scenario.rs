@@ -8,6 +8,8 @@
 
 use std::time::Duration;
 
+pub use hostile_scenarios::{by_name, list_line, name, Outcome};
+
 /// Requests answered well before a scenario strikes.
 pub const TRIGGER_AFTER: u64 = 64;
 
@@ -153,31 +155,8 @@ pub enum Strike {
     Request,
 }
 
-/// What becomes of the disk and of the I/O when it strikes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// The probe is refused: no disk, no I/O.
-    Refused,
-    /// The disk comes up and every request succeeds.
-    Succeeds,
-    /// The disk comes up and requests fail with EIO.
-    Eio,
-    /// The disk comes up and requests fail, not necessarily with EIO.
-    Fails,
-}
-
-/// What a driver that defends itself shows for a scenario (the harness
-/// checks it, from `--list`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Expect {
-    /// When it strikes.
-    pub strikes: Strike,
-    /// The disk and its requests.
-    pub outcome: Outcome,
-    /// The driver names the fault in one kernel line at warning level or
-    /// above.
-    pub fault_named: bool,
-}
+/// What a frontend that defends itself shows for a scenario.
+pub type Expect = hostile_scenarios::Expect<Strike>;
 
 impl Scenario {
     /// What the driver must show. No arm for all: a new scenario does not
@@ -278,33 +257,19 @@ impl Scenario {
     }
 }
 
-/// One line of `--list`: the name, then the expectation as words the
-/// guest parses ("strikes=trigger disk=up io=eio fault=named").
-pub fn list_line(name: &str, s: Scenario) -> String {
-    let e = s.expect();
-    let strikes = match e.strikes {
-        Strike::Probe => "probe",
-        Strike::Trigger => "trigger",
-        Strike::Request => "request",
-    };
-    let (disk, io) = match e.outcome {
-        Outcome::Refused => ("refused", "none"),
-        Outcome::Succeeds => ("up", "ok"),
-        Outcome::Eio => ("up", "eio"),
-        Outcome::Fails => ("up", "fail"),
-    };
-    let fault = if e.fault_named { "named" } else { "optional" };
-    format!("{name} strikes={strikes} disk={disk} io={io} fault={fault}")
-}
-
-/// The scenario called `name`.
-pub fn by_name(name: &str) -> Option<Scenario> {
-    ALL.iter().find(|(n, _)| *n == name).map(|&(_, s)| s)
-}
-
-/// The name of `s`.
-pub fn name(s: Scenario) -> &'static str {
-    ALL.iter().find(|(_, x)| *x == s).map_or("?", |&(n, _)| n)
+impl hostile_scenarios::Scenario for Scenario {
+    type Strike = Strike;
+    const ALL: &'static [(&'static str, Self)] = ALL;
+    fn expect(self) -> Expect {
+        Scenario::expect(self)
+    }
+    fn strike_word(s: Strike) -> &'static str {
+        match s {
+            Strike::Probe => "probe",
+            Strike::Trigger => "trigger",
+            Strike::Request => "request",
+        }
+    }
 }
 
 #[cfg(test)]
@@ -312,46 +277,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_are_unique_and_round_trip() {
-        for (i, (n, s)) in ALL.iter().enumerate() {
-            assert_eq!(by_name(n), Some(*s));
-            assert_eq!(name(*s), *n);
-            assert!(
-                ALL[i + 1..].iter().all(|(m, t)| m != n && t != s),
-                "{n} twice"
-            );
-        }
-        assert_eq!(by_name("no-such-scenario"), None);
-    }
-
-    #[test]
-    fn list_lines_are_five_plain_words() {
-        for (n, s) in ALL {
-            let line = list_line(n, *s);
-            let words: Vec<&str> = line.split(' ').collect();
-            assert_eq!(words.len(), 5, "{line}");
-            assert_eq!(words[0], *n);
-            // The host joins them with ':' and ',' into one word.
-            assert!(
-                line.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || " -=".contains(c)),
-                "{line}"
-            );
-        }
-    }
-
-    #[test]
-    fn refused_only_at_probe() {
-        for (n, s) in ALL {
-            let e = s.expect();
-            if e.outcome == Outcome::Refused {
-                assert_eq!(e.strikes, Strike::Probe, "{n}");
-            }
-        }
-    }
-
-    #[test]
-    fn at_least_twenty_scenarios() {
-        assert!(ALL.len() >= 20);
+    fn the_table_is_sound() {
+        hostile_scenarios::assert_table_is_sound::<Scenario>(|s| s == Strike::Probe);
     }
 }

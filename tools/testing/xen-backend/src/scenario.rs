@@ -7,6 +7,8 @@
 
 use std::time::Duration;
 
+pub use hostile_scenarios::{by_name, list_line, name, Outcome};
+
 /// Requests served well before a scenario strikes.
 pub const TRIGGER_AFTER: u64 = 64;
 
@@ -127,32 +129,8 @@ pub enum Strike {
     Teardown,
 }
 
-/// What becomes of the disk and of the I/O in flight when it strikes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// The probe is refused: no disk, no I/O.
-    Refused,
-    /// The disk comes up and every request succeeds.
-    Succeeds,
-    /// The disk comes up and requests fail with EIO.
-    Eio,
-    /// The disk comes up and requests fail, not necessarily with EIO (I/O
-    /// past a shrunk end is refused above the driver).
-    Fails,
-}
-
-/// What a frontend that defends itself shows for a scenario (ours must;
-/// guest/xen-hostile.sh checks it, from `--list`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Expect {
-    /// When it strikes.
-    pub strikes: Strike,
-    /// The disk and its requests.
-    pub outcome: Outcome,
-    /// The frontend names the fault in one kernel line at warning level
-    /// or above.
-    pub fault_named: bool,
-}
+/// What a frontend that defends itself shows for a scenario.
+pub type Expect = hostile_scenarios::Expect<Strike>;
 
 impl Scenario {
     /// What the frontend must show. No arm for all: a new scenario does
@@ -212,34 +190,20 @@ impl Scenario {
     }
 }
 
-/// One line of `--list`: the name, then the expectation as words the
-/// guest parses ("strikes=trigger disk=up io=eio fault=named").
-pub fn list_line(name: &str, s: Scenario) -> String {
-    let e = s.expect();
-    let strikes = match e.strikes {
-        Strike::Keys => "keys",
-        Strike::Flushes => "flushes",
-        Strike::Trigger => "trigger",
-        Strike::Teardown => "teardown",
-    };
-    let (disk, io) = match e.outcome {
-        Outcome::Refused => ("refused", "none"),
-        Outcome::Succeeds => ("up", "ok"),
-        Outcome::Eio => ("up", "eio"),
-        Outcome::Fails => ("up", "fail"),
-    };
-    let fault = if e.fault_named { "named" } else { "optional" };
-    format!("{name} strikes={strikes} disk={disk} io={io} fault={fault}")
-}
-
-/// The scenario called `name`.
-pub fn by_name(name: &str) -> Option<Scenario> {
-    ALL.iter().find(|(n, _)| *n == name).map(|&(_, s)| s)
-}
-
-/// The name of `s`.
-pub fn name(s: Scenario) -> &'static str {
-    ALL.iter().find(|(_, x)| *x == s).map_or("?", |&(n, _)| n)
+impl hostile_scenarios::Scenario for Scenario {
+    type Strike = Strike;
+    const ALL: &'static [(&'static str, Self)] = ALL;
+    fn expect(self) -> Expect {
+        Scenario::expect(self)
+    }
+    fn strike_word(s: Strike) -> &'static str {
+        match s {
+            Strike::Keys => "keys",
+            Strike::Flushes => "flushes",
+            Strike::Trigger => "trigger",
+            Strike::Teardown => "teardown",
+        }
+    }
 }
 
 #[cfg(test)]
@@ -247,41 +211,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_are_unique_and_round_trip() {
-        for (i, (n, s)) in ALL.iter().enumerate() {
-            assert_eq!(by_name(n), Some(*s));
-            assert_eq!(name(*s), *n);
-            assert!(
-                ALL[i + 1..].iter().all(|(m, t)| m != n && t != s),
-                "{n} twice"
-            );
-        }
-        assert_eq!(by_name("no-such-scenario"), None);
-    }
-
-    #[test]
-    fn list_lines_are_five_plain_words() {
-        for (n, s) in ALL {
-            let line = list_line(n, *s);
-            let words: Vec<&str> = line.split(' ').collect();
-            assert_eq!(words.len(), 5, "{line}");
-            assert_eq!(words[0], *n);
-            // The host joins them with ':' and ',' into one GUEST_ENV word.
-            assert!(
-                line.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || " -=".contains(c)),
-                "{line}"
-            );
-        }
-    }
-
-    #[test]
-    fn refused_only_by_keys() {
-        for (n, s) in ALL {
-            let e = s.expect();
-            if e.outcome == Outcome::Refused {
-                assert_eq!(e.strikes, Strike::Keys, "{n}");
-            }
-        }
+    fn the_table_is_sound() {
+        hostile_scenarios::assert_table_is_sound::<Scenario>(|s| s == Strike::Keys);
     }
 }

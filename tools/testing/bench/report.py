@@ -346,6 +346,93 @@ if "memory" in cfg["exps"]:
           ["workload", "C virtio_blk", "ours", "ours/C", "ours/C per rep (geo mean)"], rows)
     csv("memory", ["driver", "measure", "kib_1_disk", f"kib_{n}_disks", "kib_per_disk", "mbps_median"], csvrows)
 
+# ---- 4c. latency: completion-latency percentiles from fio's JSON ---------------
+if "latency" in cfg["exps"]:
+    LAT = re.compile(r"BENCH-LAT exp=latency driver=(\w+) wl=(\w+) rep=(\d+) (\{.*\})\s*$")
+    LWL = {"qd1": ("4k randread QD1", "read"), "qd32": ("4k randread QD32", "read"), "seqwrite": ("1M seq write QD4", "write")}
+    SHOWN = (("p50", "50.000000"), ("p99", "99.000000"), ("p99.9", "99.900000"))
+    LABELS = (("a", "C"), ("b", "C again"), ("rs", "ours"))
+    # runs[(label, wl)][rep] = {percentile key: microseconds, "N": samples}
+    runs = {}
+    for log in sorted(glob.glob(os.path.join(out, "logs", "*.log"))):
+        for raw in open(log, errors="replace"):
+            m = LAT.search(raw.replace("\r", ""))
+            if not m:
+                continue
+            lab, wl, rep = m.group(1), m.group(2), m.group(3)
+            try:
+                clat = json.loads(m.group(4))["jobs"][0][LWL[wl][1]]["clat_ns"]
+                pct = {k: v / 1000 for k, v in clat["percentile"].items()}
+                pct["N"] = clat["N"]
+                pct["mean"] = clat["mean"] / 1000
+            except (ValueError, KeyError, IndexError, TypeError) as e:
+                problems.append(f"latency {lab} {wl} rep {rep}: fio JSON does not parse ({type(e).__name__}: {e})")
+                continue
+            runs.setdefault((lab, wl), {})[rep] = pct
+
+    def lat_stat(lab, wl, key):
+        vals = [r[key] for r in runs.get((lab, wl), {}).values() if num(r.get(key)) is not None]
+        return (min(vals), statistics.median(vals), max(vals), len(vals)) if vals else None
+
+    def lat_paired(x, y, wl, key):
+        """x/y per repetition (the runs of one repetition are adjacent in time)."""
+        a, b = runs.get((x, wl), {}), runs.get((y, wl), {})
+        vals = [a[k][key] / b[k][key] for k in a if k in b and a[k].get(key) and b[k].get(key)]
+        if not vals:
+            return None
+        return (min(vals), statistics.median(vals), max(vals), len(vals), statistics.geometric_mean(vals))
+
+    rows, csvrows, dat, blocks = [], [], "", []
+    for wl in cfg["lwl"]:
+        title = LWL[wl][0]
+        for lab, _ in LABELS:
+            got = len(runs.get((lab, wl), {}))
+            if got < cfg["latency_reps"]:
+                problems.append(f"latency {lab} {wl}: {got} of {cfg['latency_reps']} repetitions")
+        for name, key in SHOWN:
+            st = {lab: lat_stat(lab, wl, key) for lab, _ in LABELS}
+            pr, aa = lat_paired("rs", "a", wl, key), lat_paired("b", "a", wl, key)
+            # A difference the method can show: ours/C's geometric mean
+            # outside the range of the A/A ratios (not judged on fewer than
+            # 3 A/A pairs: a range of one or two ratios says nothing).
+            seen = "-" if pr is None or aa is None or aa[3] < 3 else ("yes" if not aa[0] <= pr[4] <= aa[2] else "no")
+            rows.append([title, name, rng(st["a"], 0), rng(st["rs"], 0), rng(pr, 2), gm(pr), rng(aa, 2), gm(aa), seen])
+            csvrows.append([wl, name] + [None if st[lab] is None else f"{st[lab][1]:.1f}" for lab, _ in LABELS]
+                           + mmm(pr) + [gm(pr)] + mmm(aa) + [gm(aa), seen])
+        n = {lab: lat_stat(lab, wl, "N") for lab, _ in LABELS}
+        rows.append([title, "samples/run", f(n["a"], 0), f(n["rs"], 0), "", "", "", "", ""])
+        # CDF: per label, the median over repetitions of each percentile
+        # fio reported (x: microseconds; y: the percentile).
+        for i, (lab, name) in enumerate(LABELS):
+            keys = sorted({k for r in runs.get((lab, wl), {}).values() for k in r if k not in ("N", "mean")}, key=float)
+            dat += f"# {title}, {name}: percentile median_us\n"
+            for k in keys:
+                v = lat_stat(lab, wl, k)
+                if v:
+                    dat += f"{float(k)} {v[1]}\n"
+            dat += "\n\n"
+            blocks.append((wl, lab, name))
+    table(f"Latency (virtio-blk, one boot; completion latency from fio's JSON, us): median [min-max] of {cfg['latency_reps']} repetitions, "
+          "C and ours; ours/C per repetition, median [min-max] and geometric mean; the A/A spread: the C driver's second run "
+          "of each repetition over its first. 'beyond A/A' = ours/C's geometric mean outside the A/A range (judged from 3 A/A pairs on)",
+          ["workload", "percentile", "C", "ours", "ours/C paired", "geomean", "A/A C/C paired", "A/A geomean", "beyond A/A"], rows)
+    csv("latency", ["workload", "percentile", "c_median_us", "c_again_median_us", "rs_median_us",
+                    "n", "rs_per_c_min", "rs_per_c_median", "rs_per_c_max", "rs_per_c_geomean",
+                    "aa_n", "aa_min", "aa_median", "aa_max", "aa_geomean", "beyond_aa"], csvrows)
+    # One panel per workload, a curve per driver; the y axis is the
+    # percentile stretched towards the tail (-log10(1 - p/100)), so that
+    # p99 and p99.9 get as much room as the body of the distribution.
+    plot = (f"set multiplot layout 1,{len(cfg['lwl'])} title 'virtio-blk completion latency CDF "
+            f"(median of {cfg['latency_reps']} repetitions per percentile)'\nset key top left inside\nset logscale x\n"
+            "set xlabel 'completion latency (us)'\nset ylabel 'percentile'\n"
+            "set ytics ('0' 0, '50' log10(2), '90' 1, '99' 2, '99.9' 3, '99.99' 4)\nset yrange [0:4.2]\n")
+    styles = {"a": "lw 2 lc rgb '#1f77b4'", "b": "lw 1 dt 2 lc rgb '#1f77b4'", "rs": "lw 2 lc rgb '#d62728'"}
+    for wl in cfg["lwl"]:
+        curves = [f"'DAT' index {i} using 2:(-log10(1 - $1 / 100)) with linespoints {styles[lab]} title '{name}'"
+                  for i, (w, lab, name) in enumerate(blocks) if w == wl]
+        plot += f"set title '{LWL[wl][0]}'\nplot " + ", ".join(curves) + "\n"
+    gnuplot("latency", plot + "unset multiplot\n", dat)
+
 # ---- 5. compare: C and ours side by side on one disk ----------------------------
 COMPARE_WL = {"rr4k": ("4k randread QD32", "iops"), "rr4k1": ("4k randread QD1", "iops"),
               "seqread": ("1M seq read QD4", "mbps"), "seqwrite": ("1M seq write QD4", "mbps")}

@@ -5,7 +5,8 @@
 #   EXPS     experiments to run here: indirect persist align; virtio;
 #            memory (MEMDISKS virtio-blk disks of MEMSIZE, 2 queues each);
 #            latency (LWL workloads: qd1 qd32 seqwrite, over the first
-#            LATSIZE of the disk, in MiB with an M: 64M);
+#            LATSIZE of the disk, in MiB with an M: 64M) or xlatency (the
+#            same on Xen, xen-guest.sh -2);
 #            calib; or compare and/or profile (one setup of both drivers
 #            serves both), calib first in that setup if named too ("calib
 #            compare profile": the smoke run's one boot for the three; C
@@ -447,34 +448,41 @@ latency_args() { # workload -> "RW BS fio-args"
         seqwrite) echo "write 1M --ioengine=libaio --iodepth=4" ;;
     esac
 }
-lat_one() { # LABEL WORKLOAD REP
-    local lab=$1 w=$2 r=$3 drv=c d rw bs json
-    [ "$lab" = rs ] && drv=rs
-    virtio_load $drv || return
-    d=$(vdisk)
+lat_fio() { # LABEL DEV WORKLOAD REP [IDS]: one fio run, its BENCH-LAT line
+    local lab=$1 d=$2 w=$3 r=$4 ids=${5:-} rw bs json
     set -- $(latency_args "$w"); rw=$1 bs=$2; shift 2
     # Only the JSON object: fio may print notes before it.
     json=$(fio --name=lat --filename="/dev/$d" --direct=1 --rw="$rw" --bs="$bs" --size="${LATSIZE:-64M}" \
         --runtime="$RT" --time_based --group_reporting --output-format=json \
         --percentile_list=$LAT_PCTS "$@" 2>/tmp/fio.err | sed -n '/^{/,$p' | sed 's/^[[:space:]]*//' | tr -d '\n')
-    virtio_unload $drv
     if [ -z "$json" ]; then
         not_ok "latency $lab $w rep $r: fio ($(head -c 300 /tmp/fio.err))"
         return
     fi
-    echo "BENCH-LAT exp=latency driver=$lab wl=$w rep=$r $json"
+    echo "BENCH-LAT exp=latency driver=$lab$ids wl=$w rep=$r $json"
     echo >> /tmp/bench-lines
 }
-exp_latency() {
-    local d w r order lab i
-    # The region fio reads, written once (reads of never-written blocks of
-    # the sparse image would not touch the image's data).
-    virtio_load c && d=$(vdisk) && dd if=/dev/urandom of=/tmp/r bs=1M count=1 2>/dev/null &&
-        for i in $(seq 1 "${LATSIZE%M}"); do cat /tmp/r; done | dd of=/dev/$d bs=1M oflag=direct 2>/dev/null
-    # One unmeasured run, so that the host's writeback of the fill and
-    # fio's first start weigh on no measured run.
-    [ -n "$d" ] && fio --name=warm --filename="/dev/$d" --direct=1 --rw=randread --bs=4k --size="$LATSIZE" \
+lat_one() { # LABEL WORKLOAD REP: virtio, the label's driver loaded for the run
+    local drv=c
+    [ "$1" = rs ] && drv=rs
+    virtio_load $drv || return
+    lat_fio "$1" "$(vdisk)" "$2" "$3"
+    virtio_unload $drv
+}
+# lat_prepare DEV: the region fio reads, written once (reads of
+# never-written blocks of a sparse image would not touch its data), then
+# one unmeasured run, so that the host's writeback of the fill and fio's
+# first start weigh on no measured run.
+lat_prepare() {
+    local i
+    dd if=/dev/urandom of=/tmp/r bs=1M count=1 2>/dev/null
+    for i in $(seq 1 "${LATSIZE%M}"); do cat /tmp/r; done | dd of=/dev/$1 bs=1M oflag=direct 2>/dev/null
+    fio --name=warm --filename="/dev/$1" --direct=1 --rw=randread --bs=4k --size="$LATSIZE" \
         --runtime="$RT" --time_based --ioengine=libaio --iodepth=32 > /dev/null 2>&1
+}
+exp_latency() {
+    local w r order lab
+    virtio_load c && lat_prepare "$(vdisk)"
     virtio_unload c
     for w in $LWL; do
         for r in $(seq 1 "$REPS"); do
@@ -486,6 +494,37 @@ exp_latency() {
             for lab in $order; do lat_one $lab "$w" "$r"; done
         done
     done
+}
+
+# Xen (EXPS=xlatency, xen-guest.sh -2): the C driver binds a vbd once per
+# boot, so the three labels cannot share one phase as on virtio. As in
+# calib and compare: C on xvda and xvdb first, labels "a" (xvda) and "b"
+# (xvdb): the A/A spread, the difference between the two vbds in it; then
+# xvdb goes to ours, labels "c" (C, xvda) and "rs" (ours, xvdb). The two
+# labels of a phase alternate which runs first.
+lat_xen_pairs() { # FIRST SECOND
+    local w r lab
+    for w in $LWL; do
+        for r in $(seq 1 "$REPS"); do
+            for lab in $([ $((r % 2)) = 1 ] && echo "$1 $2" || echo "$2 $1"); do
+                lat_fio $lab "$(dev_of $lab)" "$w" "$r" " persistent=$PERSIST"
+            done
+        done
+    done
+}
+exp_xlatency() {
+    c_on_both || return
+    # One backing disk: the region written through xvda is xvdb's too.
+    lat_prepare xvda
+    ok "latency A/A: C on xvda and xvdb"
+    lat_xen_pairs a b
+    vbd_of $RSDEV > /sys/bus/xen/drivers/vbd/unbind
+    wait_disk $RSDEV absent || { not_ok "C lets $RSDEV go"; return 1; }
+    insmod /lib/modules/xen_blkfront_rs.ko max_indirect_segments=$SEGS || { not_ok "insmod xen_blkfront_rs"; return 1; }
+    wait_disk $RSDEV || { not_ok "ours: $RSDEV appears"; return 1; }
+    ok "latency: C on $CDEV, ours on $RSDEV"
+    lat_xen_pairs c rs
+    both_drivers_down
 }
 
 # ------------------------------------------------------------- memory ----
@@ -595,7 +634,7 @@ exp_memory() {
 }
 
 case $EXPS in
-    virtio | calib | memory | latency) exp_$EXPS ;;
+    virtio | calib | memory | latency | xlatency) exp_$EXPS ;;
     # C binds a vbd once per boot: compare and profile share one setup.
     compare | profile | "compare profile" | "calib compare profile")
         if both_drivers_up "$EXPS"; then

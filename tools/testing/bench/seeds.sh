@@ -18,6 +18,9 @@
 #                          JSON) of 4k randread QD1 and QD32 and 1M seq
 #                          write QD4; C, ours and C again alternating in
 #                          one boot (C against C: the A/A spread)
+#  4d. xlatency            (only when asked for) latency on Xen, blkback
+#                          feature_persistent 1 and 0, one boot each: C on
+#                          two vbds of one disk (A/A), then C and ours
 #  5. compare              Xen, C and ours on two vbds of one dom0 disk
 #                          (swapped in a second boot), alternating: 4k
 #                          randread QD32, 1M seq read/write, blkback
@@ -54,13 +57,13 @@ while (($#)); do
         --out=*) out=${1#--out=} ;;
         --exp) exps=${2:?--exp LIST}; shift ;;
         --exp=*) exps=${1#--exp=} ;;
-        -h|--help) sed -n '3,39p' "$0"; exit 0 ;;
+        -h|--help) sed -n '3,42p' "$0"; exit 0 ;;
         *) die "usage: $0 [--smoke] [--exp LIST] [--out DIR]" ;;
     esac
     shift
 done
 for e in ${exps//,/ }; do
-    [[ $e =~ ^(indirect|persist|align|virtio|memory|latency|compare|calib|profile)$ ]] || die "--exp: unknown experiment '$e'"
+    [[ $e =~ ^(indirect|persist|align|virtio|memory|latency|xlatency|compare|calib|profile)$ ]] || die "--exp: unknown experiment '$e'"
 done
 want() { [[ ,$exps, == *,$1,* ]]; }
 out=${out:-$CACHE/bench-results}
@@ -100,9 +103,11 @@ swaps="0 1"; ((smoke)) && swaps=0
 ppairs=${BENCH_PROFILE_PAIRS:-2}
 # memory: 8 small disks of 2 queues (QEMU's default 256 requests each).
 memdisks=8 memsize=64M
-# latency: 5 s per fio run (a few thousand requests even at QD1 under TCG,
-# so that p99.9 rests on more than a handful of samples), 4 repetitions of
-# the three labels (C, ours, C again); the smoke run 1 s, one repetition.
+# latency, xlatency: 5 s per fio run (virtio: thousands of requests even at
+# QD1 under TCG, so that p99.9 rests on more than a handful of samples; a
+# Xen domU does a few hundred), 4 repetitions of each label (virtio: C,
+# ours, C again; Xen: C and C, then C and ours); the smoke run 1 s, one
+# repetition.
 lreps=${BENCH_REPS:-$((smoke ? 1 : 4))} lrt=${BENCH_RT:-$((smoke ? 1 : 5))}
 lwl="qd1 qd32 seqwrite"
 cwl="rr4k seqread seqwrite" pwl=$( ((smoke)) && echo seqread || echo rr4k seqread)
@@ -200,6 +205,11 @@ want memory && run bench-memory "$T/virtio-guest.sh" -l bench-memory -t $((smoke
 # written by every run.
 want latency && run bench-latency "$T/virtio-guest.sh" -l bench-latency -d 256M -t $((smoke ? 240 : 1200)) \
     "$(guest_script bench-latency "${common[@]}" "EXPS=latency" "REPS=$lreps" "RT=$lrt" "LWL='$lwl'" LATSIZE=64M)"
+# xlatency: as compare, two vbds of one dom0 disk, dom0 and the domU pinned.
+want xlatency && for p in $persist; do
+    run bench-xen-latency-p$p "$T/xen-guest.sh" -l bench-xen-latency-p$p -2 -P -p "$p" -b 512 -t 1500 \
+        "$(guest_script bench-xen-latency-p$p "${common[@]}" "EXPS=xlatency" "REPS=$lreps" "RT=$lrt" "LWL='$lwl'" LATSIZE=64M SEGS=32 PERSIST=$p)"
+done
 
 python3 "$T/bench/report.py" "$out" | tee "$out/report.txt"
 rc=${PIPESTATUS[0]}

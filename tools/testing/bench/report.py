@@ -363,7 +363,7 @@ if LAT_EXPS:
     if "xlatency" in LAT_EXPS:
         for pers in cfg["persistent"]:
             setups.append((f"xen-p{pers}", f"Xen, feature_persistent={pers}, two vbds of one disk",
-                           (("a", "C xvda"), ("b", "C xvdb"), ("c", "C xvda, ours on xvdb"), ("rs", "ours xvdb")), ("rs", "c"), ("b", "a")))
+                           (("a", "A/A C xvda"), ("b", "A/A C xvdb"), ("c", "C xvda"), ("rs", "ours xvdb")), ("rs", "c"), ("b", "a")))
     # runs[(setup, label, wl)][rep] = {percentile key: microseconds, "N": samples}
     runs = {}
     for log in sorted(glob.glob(os.path.join(out, "logs", "*.log"))):
@@ -443,7 +443,7 @@ if LAT_EXPS:
                 f"(median of {cfg['latency_reps']} repetitions per percentile)'\nset key top left inside\nset logscale x\n"
                 "set xlabel 'completion latency (us)'\nset ylabel 'percentile'\n"
                 "set ytics ('0' 0, '50' log10(2), '90' 1, '99' 2, '99.9' 3, '99.99' 4)\nset yrange [0:4.2]\n")
-        styles = {"a": "lw 2 lc rgb '#1f77b4'", "b": "lw 1 dt 2 lc rgb '#1f77b4'", "c": "lw 1 dt 3 lc rgb '#2ca02c'", "rs": "lw 2 lc rgb '#d62728'"}
+        styles = {"a": "lw 2 lc rgb '#1f77b4'", "b": "lw 1 dt 2 lc rgb '#1f77b4'", "c": "lw 1 lc rgb '#2ca02c'", "rs": "lw 2 lc rgb '#d62728'"}
         for wl in cfg["lwl"]:
             curves = [f"'DAT' index {i} using 2:(-log10(1 - $1 / 100)) with linespoints {styles[lab]} title '{name}'"
                       for i, (w, lab, name) in enumerate(blocks) if w == wl]

@@ -4,6 +4,9 @@
 # as the guest's /test.sh:
 #   EXPS     experiments to run here: indirect persist align; virtio;
 #            memory (MEMDISKS virtio-blk disks of MEMSIZE, 2 queues each);
+#            latency (LWL workloads: qd1 qd32 seqwrite, over the first
+#            LATSIZE of the disk, in MiB with an M: 64M) or xlatency (the
+#            same on Xen, xen-guest.sh -2);
 #            calib; or compare and/or profile (one setup of both drivers
 #            serves both), calib first in that setup if named too ("calib
 #            compare profile": the smoke run's one boot for the three; C
@@ -26,12 +29,14 @@
 # common wall-clock slot BLKT0 + k * (RT + SLOTPAD) so that the domUs' fio runs
 # overlap; BENCH lines carry domu=I ndomu=N (the host sums MB/s over domUs).
 # Prints one "BENCH exp=... key=value ..." line per measured repetition (the
-# host computes min/median/max) and TAP lines for the steps that must work.
+# host computes min/median/max) and TAP lines for the steps that must work;
+# latency prints fio's JSON instead ("BENCH-LAT ids {json}", one line).
 # A number that could not be measured is printed as NA: the host rejects it.
 . /guest/common.sh
 : "${EXPS:=}" "${REPS:=3}" "${RT:=3}" "${SEGS:=32}" "${BSS:=4k 64k 1M}"
 : "${ABSS:=512 2k 4k 8k}" "${VWL:=qd1 qd32 seqread seqwrite}" "${OPS:=write read}"
 : "${PERSIST:=?}" "${JOBS:=1}" "${POPS:=randread}" "${CWL:=rr4k seqread seqwrite}"
+: "${LWL:=qd1 qd32 seqwrite}" "${LATSIZE:=64M}"
 : "${BLKNDOMU:=1}" "${BLKDOMU:=1}" "${BLKT0:=0}" "${SLOTPAD:=5}"
 DOMU=; [ "$BLKNDOMU" -gt 1 ] && DOMU=" domu=$BLKDOMU ndomu=$BLKNDOMU"
 K=0 LATE=0
@@ -424,6 +429,104 @@ exp_virtio() {
     done
 }
 
+# ------------------------------------------------------------ latency ----
+# Completion latency percentiles of both drivers on one disk, with an A/A
+# comparison in the same repetitions: labels "a" and "b" are both the C
+# driver, "rs" ours; every repetition runs the three, in an order that
+# rotates (a rs b, rs b a, b a rs, ...) so that no label always runs first
+# or last. ours/C is then rs/a per repetition and the A/A spread b/a per
+# repetition: two runs of one repetition each time. Each run loads and
+# unloads its driver, as in exp_virtio. fio prints JSON (percentile list
+# below, at most fio's 20 entries: the host draws the CDF from them); the
+# guest joins it into one "BENCH-LAT <ids> {json}" console line for
+# report.py to parse.
+LAT_PCTS=1:5:10:20:30:40:50:60:70:80:90:95:99:99.5:99.9:99.95:99.99
+latency_args() { # workload -> "RW BS fio-args"
+    case $1 in
+        qd1) echo "randread 4k --ioengine=psync" ;;
+        qd32) echo "randread 4k --ioengine=libaio --iodepth=32" ;;
+        seqwrite) echo "write 1M --ioengine=libaio --iodepth=4" ;;
+    esac
+}
+lat_fio() { # LABEL DEV WORKLOAD REP [IDS]: one fio run, its BENCH-LAT line
+    local lab=$1 d=$2 w=$3 r=$4 ids=${5:-} rw bs json
+    set -- $(latency_args "$w"); rw=$1 bs=$2; shift 2
+    # Only the JSON object: fio may print notes before it.
+    json=$(fio --name=lat --filename="/dev/$d" --direct=1 --rw="$rw" --bs="$bs" --size="${LATSIZE:-64M}" \
+        --runtime="$RT" --time_based --group_reporting --output-format=json \
+        --percentile_list=$LAT_PCTS "$@" 2>/tmp/fio.err | sed -n '/^{/,$p' | sed 's/^[[:space:]]*//' | tr -d '\n')
+    if [ -z "$json" ]; then
+        not_ok "latency $lab $w rep $r: fio ($(head -c 300 /tmp/fio.err))"
+        return
+    fi
+    echo "BENCH-LAT exp=latency driver=$lab$ids wl=$w rep=$r $json"
+    echo >> /tmp/bench-lines
+}
+lat_one() { # LABEL WORKLOAD REP: virtio, the label's driver loaded for the run
+    local drv=c
+    [ "$1" = rs ] && drv=rs
+    virtio_load $drv || return
+    lat_fio "$1" "$(vdisk)" "$2" "$3"
+    virtio_unload $drv
+}
+# lat_prepare DEV: the region fio reads, written once (reads of
+# never-written blocks of a sparse image would not touch its data), then
+# one unmeasured run, so that the host's writeback of the fill and fio's
+# first start weigh on no measured run.
+lat_prepare() {
+    local i
+    dd if=/dev/urandom of=/tmp/r bs=1M count=1 2>/dev/null
+    for i in $(seq 1 "${LATSIZE%M}"); do cat /tmp/r; done | dd of=/dev/$1 bs=1M oflag=direct 2>/dev/null
+    fio --name=warm --filename="/dev/$1" --direct=1 --rw=randread --bs=4k --size="$LATSIZE" \
+        --runtime="$RT" --time_based --ioengine=libaio --iodepth=32 > /dev/null 2>&1
+}
+exp_latency() {
+    local w r order lab
+    virtio_load c && lat_prepare "$(vdisk)"
+    virtio_unload c
+    for w in $LWL; do
+        for r in $(seq 1 "$REPS"); do
+            case $((r % 3)) in
+                1) order="a rs b" ;;
+                2) order="rs b a" ;;
+                0) order="b a rs" ;;
+            esac
+            for lab in $order; do lat_one $lab "$w" "$r"; done
+        done
+    done
+}
+
+# Xen (EXPS=xlatency, xen-guest.sh -2): the C driver binds a vbd once per
+# boot, so the three labels cannot share one phase as on virtio. As in
+# calib and compare: C on xvda and xvdb first, labels "a" (xvda) and "b"
+# (xvdb): the A/A spread, the difference between the two vbds in it; then
+# xvdb goes to ours, labels "c" (C, xvda) and "rs" (ours, xvdb). The two
+# labels of a phase alternate which runs first.
+lat_xen_pairs() { # FIRST SECOND
+    local w r lab
+    for w in $LWL; do
+        for r in $(seq 1 "$REPS"); do
+            for lab in $([ $((r % 2)) = 1 ] && echo "$1 $2" || echo "$2 $1"); do
+                lat_fio $lab "$(dev_of $lab)" "$w" "$r" " persistent=$PERSIST"
+            done
+        done
+    done
+}
+exp_xlatency() {
+    c_on_both || return
+    # One backing disk: the region written through xvda is xvdb's too.
+    lat_prepare xvda
+    ok "latency A/A: C on xvda and xvdb"
+    lat_xen_pairs a b
+    vbd_of $RSDEV > /sys/bus/xen/drivers/vbd/unbind
+    wait_disk $RSDEV absent || { not_ok "C lets $RSDEV go"; return 1; }
+    insmod /lib/modules/xen_blkfront_rs.ko max_indirect_segments=$SEGS || { not_ok "insmod xen_blkfront_rs"; return 1; }
+    wait_disk $RSDEV || { not_ok "ours: $RSDEV appears"; return 1; }
+    ok "latency: C on $CDEV, ours on $RSDEV"
+    lat_xen_pairs c rs
+    both_drivers_down
+}
+
 # ------------------------------------------------------------- memory ----
 # What a driver takes per disk: every virtio-blk device of the boot (the
 # host gives MEMDISKS of them, 2 queues each) is left unbound
@@ -531,7 +634,7 @@ exp_memory() {
 }
 
 case $EXPS in
-    virtio | calib | memory) exp_$EXPS ;;
+    virtio | calib | memory | latency | xlatency) exp_$EXPS ;;
     # C binds a vbd once per boot: compare and profile share one setup.
     compare | profile | "compare profile" | "calib compare profile")
         if both_drivers_up "$EXPS"; then

@@ -10,6 +10,7 @@ that does not parse (never because a number is small).
 """
 import glob
 import json
+import math
 import os
 import re
 import shutil
@@ -345,6 +346,112 @@ if "memory" in cfg["exps"]:
     table(f"Throughput in the same boot ({n} disks bound, fio on the first; C and ours alternating): MB/s median [min-max]",
           ["workload", "C virtio_blk", "ours", "ours/C", "ours/C per rep (geo mean)"], rows)
     csv("memory", ["driver", "measure", "kib_1_disk", f"kib_{n}_disks", "kib_per_disk", "mbps_median"], csvrows)
+
+# ---- 4c/4d. latency: completion-latency percentiles from fio's JSON -------------
+LAT_EXPS = [e for e in ("latency", "xlatency") if e in cfg["exps"]]
+if LAT_EXPS:
+    LAT = re.compile(r"BENCH-LAT exp=latency ((?:\S+=\S+ )+)(\{.*\})\s*$")
+    LWL = {"qd1": ("4k randread QD1", "read"), "qd32": ("4k randread QD32", "read"), "seqwrite": ("1M seq write QD4", "write")}
+    SHOWN = (("p50", "50.000000"), ("p99", "99.000000"), ("p99.9", "99.900000"))
+    # Per setup: its title, the labels of its CDF curves, ours/C as (ours,
+    # C) labels and the A/A pair. virtio: C ("a"), ours, C again ("b"), all
+    # on one disk; Xen: C on xvda ("a") and xvdb ("b") in a first phase,
+    # then C ("c", xvda) and ours (xvdb).
+    setups = []
+    if "latency" in LAT_EXPS:
+        setups.append(("virtio", "virtio-blk, one disk", (("a", "C"), ("b", "C again"), ("rs", "ours")), ("rs", "a"), ("b", "a")))
+    if "xlatency" in LAT_EXPS:
+        for pers in cfg["persistent"]:
+            setups.append((f"xen-p{pers}", f"Xen, feature_persistent={pers}, two vbds of one disk",
+                           (("a", "A/A C xvda"), ("b", "A/A C xvdb"), ("c", "C xvda"), ("rs", "ours xvdb")), ("rs", "c"), ("b", "a")))
+    # runs[(setup, label, wl)][rep] = {percentile key: microseconds, "N": samples}
+    runs = {}
+    for log in sorted(glob.glob(os.path.join(out, "logs", "*.log"))):
+        for raw in open(log, errors="replace"):
+            m = LAT.search(raw.replace("\r", ""))
+            if not m:
+                continue
+            kv = dict(x.split("=", 1) for x in m.group(1).split())
+            setup = f"xen-p{kv['persistent']}" if "persistent" in kv else "virtio"
+            lab, wl, rep = kv.get("driver"), kv.get("wl"), kv.get("rep")
+            try:
+                clat = json.loads(m.group(2))["jobs"][0][LWL[wl][1]]["clat_ns"]
+                pct = {k: v / 1000 for k, v in clat["percentile"].items()}
+                pct["N"] = clat["N"]
+            except (ValueError, KeyError, IndexError, TypeError) as e:
+                problems.append(f"latency {setup} {lab} {wl} rep {rep}: fio JSON does not parse ({type(e).__name__}: {e})")
+                continue
+            runs.setdefault((setup, lab, wl), {})[rep] = pct
+
+    def lat_stat(setup, lab, wl, key):
+        vals = [r[key] for r in runs.get((setup, lab, wl), {}).values() if num(r.get(key)) is not None]
+        return (min(vals), statistics.median(vals), max(vals), len(vals)) if vals else None
+
+    def lat_paired(setup, pair, wl, key):
+        """x/y per repetition (the two runs of a repetition are adjacent in time)."""
+        a, b = runs.get((setup, pair[0], wl), {}), runs.get((setup, pair[1], wl), {})
+        vals = [a[k][key] / b[k][key] for k in a if k in b and a[k].get(key) and b[k].get(key)]
+        if not vals:
+            return None
+        return (min(vals), statistics.median(vals), max(vals), len(vals), statistics.geometric_mean(vals))
+
+    csvrows = []
+    for setup, stitle, labels, ours_c, aa_pair in setups:
+        rows, dat, blocks = [], "", []
+        for wl in cfg["lwl"]:
+            title = LWL[wl][0]
+            for lab, _ in labels:
+                got = len(runs.get((setup, lab, wl), {}))
+                if got < cfg["latency_reps"]:
+                    problems.append(f"latency {setup} {lab} {wl}: {got} of {cfg['latency_reps']} repetitions")
+            for name, key in SHOWN:
+                c, ours = lat_stat(setup, ours_c[1], wl, key), lat_stat(setup, "rs", wl, key)
+                pr, aa = lat_paired(setup, ours_c, wl, key), lat_paired(setup, aa_pair, wl, key)
+                # A difference the method can show: ours/C's geometric mean
+                # further from 1, either way, than the furthest A/A ratio
+                # (identical drivers: how far apart noise alone put them,
+                # in whichever direction); not judged on fewer than 3 A/A
+                # pairs, whose range says nothing.
+                if pr is None or aa is None or aa[3] < 3:
+                    seen = "-"
+                else:
+                    seen = "yes" if abs(math.log(pr[4])) > max(abs(math.log(aa[0])), abs(math.log(aa[2]))) else "no"
+                rows.append([title, name, rng(c, 0), rng(ours, 0), rng(pr, 2), gm(pr), rng(aa, 2), gm(aa), seen])
+                csvrows.append([setup, wl, name, f(c, 1), f(ours, 1)] + mmm(pr) + [gm(pr)] + mmm(aa) + [gm(aa), seen])
+            n = {lab: lat_stat(setup, lab, wl, "N") for lab in (ours_c[1], "rs")}
+            rows.append([title, "samples/run", f(n[ours_c[1]], 0), f(n["rs"], 0), "", "", "", "", ""])
+            # CDF: per label, the median over repetitions of each
+            # percentile fio reported (x: microseconds; y: the percentile).
+            for lab, name in labels:
+                keys = sorted({k for r in runs.get((setup, lab, wl), {}).values() for k in r if k != "N"}, key=float)
+                dat += f"# {title}, {name}: percentile median_us\n"
+                for k in keys:
+                    v = lat_stat(setup, lab, wl, k)
+                    if v:
+                        dat += f"{float(k)} {v[1]}\n"
+                dat += "\n\n"
+                blocks.append((wl, lab, name))
+        table(f"Latency ({stitle}; completion latency from fio's JSON, us): median [min-max] of {cfg['latency_reps']} repetitions, "
+              f"C and ours; ours/C ({ours_c[0]}/{ours_c[1]}) per repetition, median [min-max] and geometric mean; the A/A spread: "
+              f"{aa_pair[0]}/{aa_pair[1]} per repetition, the C driver against itself. "
+              "'beyond A/A' = ours/C's geometric mean further from 1 than the furthest A/A ratio, either way (judged from 3 A/A pairs on)",
+              ["workload", "percentile", "C", "ours", "ours/C paired", "geomean", "A/A C/C paired", "A/A geomean", "beyond A/A"], rows)
+        # One panel per workload, a curve per driver; the y axis is the
+        # percentile stretched towards the tail (-log10(1 - p/100)), so that
+        # p99 and p99.9 get as much room as the body of the distribution.
+        plot = (f"set multiplot layout 1,{len(cfg['lwl'])} title '{stitle}: completion latency CDF "
+                f"(median of {cfg['latency_reps']} repetitions per percentile)'\nset key top left inside\nset logscale x\n"
+                "set xlabel 'completion latency (us)'\nset ylabel 'percentile'\n"
+                "set ytics ('0' 0, '50' log10(2), '90' 1, '99' 2, '99.9' 3, '99.99' 4)\nset yrange [0:4.2]\n")
+        styles = {"a": "lw 2 lc rgb '#1f77b4'", "b": "lw 1 dt 2 lc rgb '#1f77b4'", "c": "lw 1 lc rgb '#2ca02c'", "rs": "lw 2 lc rgb '#d62728'"}
+        for wl in cfg["lwl"]:
+            curves = [f"'DAT' index {i} using 2:(-log10(1 - $1 / 100)) with linespoints {styles[lab]} title '{name}'"
+                      for i, (w, lab, name) in enumerate(blocks) if w == wl]
+            plot += f"set title '{LWL[wl][0]}'\nplot " + ", ".join(curves) + "\n"
+        gnuplot("latency" if setup == "virtio" else f"latency-{setup}", plot + "unset multiplot\n", dat)
+    csv("latency", ["setup", "workload", "percentile", "c_median_us", "rs_median_us",
+                    "n", "rs_per_c_min", "rs_per_c_median", "rs_per_c_max", "rs_per_c_geomean",
+                    "aa_n", "aa_min", "aa_median", "aa_max", "aa_geomean", "beyond_aa"], csvrows)
 
 # ---- 5. compare: C and ours side by side on one disk ----------------------------
 COMPARE_WL = {"rr4k": ("4k randread QD32", "iops"), "rr4k1": ("4k randread QD1", "iops"),

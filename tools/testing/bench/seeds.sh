@@ -14,6 +14,13 @@
 #  4b. memory              virtio: memory per disk (MemFree, Slab,
 #                          SUnreclaim) with 1 and 8 disks of 2 queues, and
 #                          1M seq read/write QD8, C and ours in one boot
+#  4c. latency             virtio: completion latency p50/p99/p99.9 (fio
+#                          JSON) of 4k randread QD1 and QD32 and 1M seq
+#                          write QD4; C, ours and C again alternating in
+#                          one boot (C against C: the A/A spread)
+#  4d. xlatency            (only when asked for) latency on Xen, blkback
+#                          feature_persistent 1 and 0, one boot each: C on
+#                          two vbds of one disk (A/A), then C and ours
 #  5. compare              Xen, C and ours on two vbds of one dom0 disk
 #                          (swapped in a second boot), alternating: 4k
 #                          randread QD32, 1M seq read/write, blkback
@@ -28,7 +35,7 @@
 #                          perf in the domU (needs the host's perf binary)
 #
 # --exp LIST: only these experiments (comma-separated names above; default
-# 1-5 with 4b). `seeds.sh --exp compare,calib` is the Xen C-vs-ours benchmark with
+# 1-5 with 4b and 4c). `seeds.sh --exp compare,calib` is the Xen C-vs-ours benchmark with
 # its calibration. Compare, calib and profile pin dom0 and the domU to their
 # own CPU (xen-guest.sh -P).
 # Prints the tables; writes <exp>.csv, <exp>.png, logs/ and checks.txt into
@@ -42,7 +49,7 @@ set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 T=$REPO/tools/testing
 
-smoke=0 out= exps=indirect,persist,align,virtio,memory,compare
+smoke=0 out= exps=indirect,persist,align,virtio,memory,latency,compare
 while (($#)); do
     case $1 in
         --smoke) smoke=1 ;;
@@ -50,13 +57,13 @@ while (($#)); do
         --out=*) out=${1#--out=} ;;
         --exp) exps=${2:?--exp LIST}; shift ;;
         --exp=*) exps=${1#--exp=} ;;
-        -h|--help) sed -n '3,35p' "$0"; exit 0 ;;
+        -h|--help) sed -n '3,42p' "$0"; exit 0 ;;
         *) die "usage: $0 [--smoke] [--exp LIST] [--out DIR]" ;;
     esac
     shift
 done
 for e in ${exps//,/ }; do
-    [[ $e =~ ^(indirect|persist|align|virtio|memory|compare|calib|profile)$ ]] || die "--exp: unknown experiment '$e'"
+    [[ $e =~ ^(indirect|persist|align|virtio|memory|latency|xlatency|compare|calib|profile)$ ]] || die "--exp: unknown experiment '$e'"
 done
 want() { [[ ,$exps, == *,$1,* ]]; }
 out=${out:-$CACHE/bench-results}
@@ -96,13 +103,20 @@ swaps="0 1"; ((smoke)) && swaps=0
 ppairs=${BENCH_PROFILE_PAIRS:-2}
 # memory: 8 small disks of 2 queues (QEMU's default 256 requests each).
 memdisks=8 memsize=64M
+# latency, xlatency: 5 s per fio run (virtio: thousands of requests even at
+# QD1 under TCG, so that p99.9 rests on more than a handful of samples; a
+# Xen domU does a few hundred), 4 repetitions of each label (virtio: C,
+# ours, C again; Xen: C and C, then C and ours); the smoke run 1 s, one
+# repetition.
+lreps=${BENCH_REPS:-$((smoke ? 1 : 4))} lrt=${BENCH_RT:-$((smoke ? 1 : 5))}
+lwl="qd1 qd32 seqwrite"
 cwl="rr4k seqread seqwrite" pwl=$( ((smoke)) && echo seqread || echo rr4k seqread)
 cat > "$out/config.json" <<JSON
 {"smoke": $smoke, "reps": $reps, "runtime": $rt, "exps": $(js "${exps//,/ }"),
  "compare_reps": $((chalf * $(echo $swaps | wc -w))), "cwl": $(js "$cwl"), "pwl": $(js "$pwl"), "profile_pairs": $ppairs,
  "segs": $(js "$segs"), "bss": $(js "$bss"), "abss": $(js "$abss"), "vwl": $(js "$vwl"),
  "ops": $(js "$ops"), "pops": $(js "$pops"), "persistent": $(js "$persist"), "jobs": $jobs, "ndomu": $ndomu,
- "memdisks": $memdisks}
+ "memdisks": $memdisks, "latency_reps": $lreps, "latency_runtime": $lrt, "lwl": $(js "$lwl")}
 JSON
 
 # guest_script NAME VAR=VALUE...: the guest script with its settings.
@@ -187,6 +201,15 @@ want virtio && run bench-virtio "$T/virtio-guest.sh" -l bench-virtio -d 1G -t $(
 want memory && run bench-memory "$T/virtio-guest.sh" -l bench-memory -t $((smoke ? 420 : 900)) \
     $(for i in $(seq 1 $memdisks); do echo "-d $memsize,num-queues=2"; done) \
     "$(guest_script bench-memory "${common[@]}" "EXPS=memory" MEMDISKS=$memdisks MEMSIZE=$memsize)"
+# latency: one small disk; 64 MiB of it written first, then read or
+# written by every run.
+want latency && run bench-latency "$T/virtio-guest.sh" -l bench-latency -d 256M -t $((smoke ? 240 : 1200)) \
+    "$(guest_script bench-latency "${common[@]}" "EXPS=latency" "REPS=$lreps" "RT=$lrt" "LWL='$lwl'" LATSIZE=64M)"
+# xlatency: as compare, two vbds of one dom0 disk, dom0 and the domU pinned.
+want xlatency && for p in $persist; do
+    run bench-xen-latency-p$p "$T/xen-guest.sh" -l bench-xen-latency-p$p -2 -P -p "$p" -b 512 -t 1500 \
+        "$(guest_script bench-xen-latency-p$p "${common[@]}" "EXPS=xlatency" "REPS=$lreps" "RT=$lrt" "LWL='$lwl'" LATSIZE=64M SEGS=32 PERSIST=$p)"
+done
 
 python3 "$T/bench/report.py" "$out" | tee "$out/report.txt"
 rc=${PIPESTATUS[0]}

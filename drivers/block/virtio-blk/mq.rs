@@ -87,12 +87,14 @@ impl Queues {
     /// uses any buffer, so ending the requests hands back no page it could
     /// still write), end every request it held with an I/O error, and from
     /// then on fail every request at once. One line names the queue.
-    fn give_up(&self, index: usize, timeout_ms: u32) {
+    /// False if it was done before (no request is left in flight then) or
+    /// cannot be done (no device: the KUnit cases' queues).
+    fn give_up(&self, index: usize, timeout_ms: u32) -> bool {
         let Some(resetter) = &self.resetter else {
-            return;
+            return false;
         };
         if self.given_up.swap(true, Ordering::AcqRel) {
-            return;
+            return false;
         }
         let reset = resetter.reset();
         let mut failed = 0u64;
@@ -110,6 +112,7 @@ impl Queues {
             timeout_ms,
             failed
         );
+        true
     }
 
     /// Counters summed over all queues.
@@ -286,13 +289,16 @@ impl blkmq::Operations for BlkOps {
             .answered
             .load(Ordering::Relaxed)
             .wrapping_add(slot.polled.load(Ordering::Relaxed));
-        if slot.answered_at_timeout.swap(answered, Ordering::Relaxed) != answered
-            && !qd.given_up.load(Ordering::Acquire)
-        {
+        if slot.answered_at_timeout.swap(answered, Ordering::Relaxed) != answered {
             return Timeout::ResetTimer;
         }
-        qd.give_up(index, timeout_ms);
-        Timeout::Done
+        // Every request the device held was ended by the reset: the timed
+        // out one among them.
+        if qd.give_up(index, timeout_ms) {
+            Timeout::Done
+        } else {
+            Timeout::ResetTimer
+        }
     }
 
     fn poll(qd: ArcBorrow<'_, Queues>, hctx: HwQueue) -> u32 {

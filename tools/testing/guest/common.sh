@@ -347,7 +347,7 @@ declared() {
         case $w in
             strikes=keys | strikes=flushes | strikes=trigger | strikes=teardown | strikes=probe | strikes=request) WANT_STRIKES=${w#*=} ;;
             disk=up | disk=refused) WANT_DISK=${w#*=} ;;
-            io=ok | io=eio | io=fail | io=none) WANT_IO=${w#*=} ;;
+            io=ok | io=eio | io=fail | io=none | io=any) WANT_IO=${w#*=} ;;
             fault=named | fault=optional) WANT_FAULT=${w#*=} ;;
         esac
     done

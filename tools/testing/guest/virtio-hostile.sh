@@ -163,7 +163,9 @@ hostile() { # SCENARIO WHO N KO MOD
     fault=$( { [ -n "$v" ] && grep " $v: " /tmp/h.warn; [ -n "$d" ] && grep "$d" /tmp/h.warn; } | head -1)
     if [ "$oops" -gt 0 ]; then outcome=oops
     elif [ $fio_end = no ] || [ $gone = no ] || [ "$unloaded" = no ]; then outcome=hangs
-    elif [ "$fio_corrupt" = yes ] && [ "$fio_eio" != yes ]; then outcome=corrupts
+    # io=any: the device itself writes the data after answering (the
+    # notes say what fio saw).
+    elif [ "$fio_corrupt" = yes ] && [ "$fio_eio" != yes ] && [ "$WANT_IO" != any ]; then outcome=corrupts
     else outcome=survives; fi
     notes="$notes${SPECIAL:+; $SPECIAL}; fio ended: $fio_end; device gone: $gone; unloaded: $unloaded${fault:+; dmesg: $fault}"
     echo "VHOSTILE $s $who $outcome $notes"

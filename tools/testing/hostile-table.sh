@@ -112,7 +112,9 @@ again for ours on the debug kernel (KASAN, lockdep, kmemleak;
 
 - **survives**: no oops or kernel warning, fio ended (with an I/O error or
   success) within 40 s of the unplug (the same bound for both), no data
-  that fio's verify flags as corrupt without an I/O error, the device
+  that fio's verify flags as corrupt without an I/O error (but for
+  late-write-after-used, whose device writes fio's buffers itself after
+  answering: recorded only, for both), the device
   went away, the module unloaded. For ours this is asserted (a failed
   check otherwise); C's outcome is only recorded.
 - **hangs**: fio, the device or the module was still there past the bound.

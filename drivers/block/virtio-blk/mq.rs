@@ -115,6 +115,30 @@ impl Queues {
         true
     }
 
+    /// A status byte virtio-blk does not define fails its request, as
+    /// upstream; unlike upstream, the first one per device is named (a
+    /// device that never writes the byte, or one that breaks the protocol,
+    /// is otherwise seen only as I/O errors).
+    fn name_undefined_status(&self, byte: u8) {
+        let Some(r) = self.resetter.as_ref() else {
+            return;
+        };
+        if self.undefined_status_named.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let never_written = if byte == STATUS_NOT_WRITTEN {
+            " (the byte was never written)"
+        } else {
+            ""
+        };
+        dev_err!(
+            r.as_dev(),
+            "the device answered a request with status {:#04x}, which virtio-blk does not define{}: failed as an I/O error (later ones are not named)\n",
+            byte,
+            never_written
+        );
+    }
+
     /// Counters summed over all queues.
     pub(crate) fn totals(&self) -> QueueTotals {
         let sum = |c: fn(&VqSlot) -> &AtomicU64| {
@@ -250,30 +274,16 @@ impl blkmq::Operations for BlkOps {
         vblk::release(data);
     }
 
-    /// A status byte virtio-blk does not define fails the request, as
-    /// upstream; unlike upstream, the first one per device is named (a
-    /// device that never writes the byte, or one that breaks the protocol,
-    /// is otherwise seen only as I/O errors).
     fn complete(qd: QueueDataRef<'_, Self>, rq: Request<Self>) {
         let data = rq.data();
-        if let Some(byte) = data.undefined_status() {
-            if let Some(r) = qd.resetter.as_ref() {
-                if !qd.undefined_status_named.swap(true, Ordering::Relaxed) {
-                    let never_written = if byte == STATUS_NOT_WRITTEN {
-                        " (the byte was never written)"
-                    } else {
-                        ""
-                    };
-                    dev_err!(
-                        r.as_dev(),
-                        "the device answered a request with status {:#04x}, which virtio-blk does not define{}: failed as an I/O error (later ones are not named)\n",
-                        byte,
-                        never_written
-                    );
-                }
+        let status = data.status();
+        // Only a failed request can carry an undefined status byte: the
+        // successful ones, nearly all, skip the check.
+        if status != Status::OK {
+            if let Some(byte) = data.undefined_status() {
+                qd.name_undefined_status(byte);
             }
         }
-        let status = data.status();
         rq.end(status);
     }
 

@@ -33,10 +33,30 @@ endif
 RUSTC ?= rustc
 BINDGEN ?= bindgen
 
-.PHONY: all modules clean check-kdir modules_install
+# Signed modules (Secure Boot with an enrolled MOK, or a kernel that
+# enforces signatures: CONFIG_MODULE_SIG_FORCE, module.sig_enforce=1):
+# with SIGN_KEY (the private key: a PEM file or a PKCS#11 URI) and
+# SIGN_CERT (its X.509 certificate, PEM or DER), `make` signs each module
+# it builds with the tree's scripts/sign-file, as the kernel's own
+# modules_install does; `make sign` signs what is built (SIGN_MODULES: other
+# .ko files). A module that carries a signature already is left as it is.
+SIGN_HASH ?= $(or $(CONFIG_MODULE_SIG_HASH),sha256)
+SIGN_MODULES ?= $(wildcard $(PWD)/*.ko)
+SIGN_MAGIC := ~Module signature appended~
+
+.PHONY: all modules clean check-kdir check-sign sign modules_install
 
 all modules: check-kdir
 	$(MAKE) -C $(KDIR) M=$(PWD) $(KMAKE_TOOLCHAIN) modules
+	$(if $(SIGN_KEY)$(SIGN_CERT),$(MAKE) --no-print-directory sign)
+
+sign: check-sign
+	@for ko in $(SIGN_MODULES); do \
+		if tail -c 28 "$$ko" | grep -qF '$(SIGN_MAGIC)'; then \
+			echo "  SIGN    $$ko: signed already, left as it is"; continue; fi; \
+		$(KDIR)/scripts/sign-file $(SIGN_HASH) "$(SIGN_KEY)" "$(SIGN_CERT)" "$$ko" || exit 1; \
+		echo "  SIGN    $$ko"; \
+	done
 
 modules_install: check-kdir
 	$(MAKE) -C $(KDIR) M=$(PWD) $(KMAKE_TOOLCHAIN) modules_install
@@ -53,9 +73,10 @@ distro-kdir:
 # The binary package blkfront-rs-modules-$(DISTRO_KREL) for that kernel (both
 # modules, the modprobe.d file, the initramfs-tools hook), built and checked
 # with lintian in the same chroot; lands in /var/cache/blkfront-rs/distro/deb/.
+# SIGN_KEY and SIGN_CERT (as above): its modules are signed.
 # See Documentation/debian.md.
 deb:
-	bash tools/distro/debian-kdir.sh --deb
+	SIGN_KEY="$(SIGN_KEY)" SIGN_CERT="$(SIGN_CERT)" bash tools/distro/debian-kdir.sh --deb
 
 clean:
 	$(MAKE) -C $(KDIR) M=$(PWD) clean 2>/dev/null || true
@@ -77,6 +98,17 @@ rust_problem = $(strip \
 rmeta_problem = $(if $(wildcard $(KDIR)/rust/libkernel.rmeta),,KDIR=$(KDIR) has CONFIG_RUST=y but no rust/libkernel.rmeta (distro headers ship none); run 'make modules_prepare' in a full source tree with the same config, or 'make distro-kdir')
 rustc_problem = $(if $(filter $(CONFIG_RUSTC_VERSION_TEXT),$(shell $(RUSTC) --version 2>/dev/null)),,rustc on PATH is '$(shell $(RUSTC) --version 2>/dev/null)' but KDIR was built with '$(CONFIG_RUSTC_VERSION_TEXT)'; put that rustc first on PATH (or pass RUSTC=...))
 bindgen_problem = $(if $(filter $(CONFIG_BINDGEN_VERSION_TEXT),$(shell $(BINDGEN) --version 2>/dev/null)),,bindgen on PATH is '$(shell $(BINDGEN) --version 2>/dev/null)' but KDIR was built with '$(CONFIG_BINDGEN_VERSION_TEXT)'; install that bindgen (or pass BINDGEN=...))
+
+signkey_problem = $(if $(SIGN_KEY),$(if $(filter pkcs11:%,$(SIGN_KEY))$(wildcard $(SIGN_KEY)),,SIGN_KEY=$(SIGN_KEY) does not exist),SIGN_KEY is not set: name the private key that signs the modules (a PEM file or a PKCS11 URI))
+signcert_problem = $(if $(SIGN_CERT),$(if $(wildcard $(SIGN_CERT)),,SIGN_CERT=$(SIGN_CERT) does not exist),SIGN_CERT is not set: name the X.509 certificate of SIGN_KEY (PEM or DER))
+signfile_problem = $(if $(wildcard $(KDIR)/scripts/sign-file),,KDIR=$(KDIR) has no scripts/sign-file (a tree built with CONFIG_MODULE_SIG has it after 'make modules_prepare'))
+signko_problem = $(if $(SIGN_MODULES),,no module to sign: run 'make' first)
+
+check-sign:
+	$(if $(signkey_problem),$(error $(signkey_problem)))
+	$(if $(signcert_problem),$(error $(signcert_problem)))
+	$(if $(signfile_problem),$(error $(signfile_problem)))
+	$(if $(signko_problem),$(error $(signko_problem)))
 
 check-kdir:
 	$(if $(kdir_problem),$(error $(kdir_problem)))

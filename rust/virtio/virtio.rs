@@ -42,6 +42,7 @@ use kernel::{
 };
 
 pub mod blk;
+pub mod fault;
 mod resetter;
 mod virtqueue;
 
@@ -476,7 +477,7 @@ unsafe extern "C" fn freeze_cb<T: Driver>(vdev: *mut shim::virtio_device) -> ffi
     // Allocated before anything stops: after `freeze` and the reset a
     // failure could be undone no more (the disk would stay quiesced on a
     // reset device, and its removal hang).
-    let mut vqs = match KVec::with_capacity(own, GFP_KERNEL) {
+    let mut vqs = match fault::freeze_vec_with_capacity(own) {
         Ok(v) => v,
         Err(e) => {
             dev_err!(dev, "freeze: no memory to take the virtqueues back\n");

@@ -257,7 +257,7 @@ printf 'KDIR=%q\nCHROOT=%q\nOUT=%q\n' "$HKD" "$CH" "$OUT"
 if ((deb)); then
     # ---- 7. the binary package --------------------------------------------
     ((prepare_only == 0)) || die "--deb needs the modules (not with --prepare-only)"
-    bash "$REPO/tools/distro/make-deb.sh" "$CH" "$OUT" "$KREL" "$BASE/deb" | tail -2
+    SIGN_TREE=$KD bash "$REPO/tools/distro/make-deb.sh" "$CH" "$OUT" "$KREL" "$BASE/deb" | tail -2
 fi
 exit 0
 }

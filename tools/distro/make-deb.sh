@@ -10,7 +10,8 @@
 # that is /lib/modules/...), packaging/modprobe.d/blkfront-rs.conf in
 # /usr/lib/modprobe.d/, packaging/initramfs-tools/hooks/blkfront-rs in
 # /usr/share/initramfs-tools/hooks/; postinst/postrm run depmod and
-# update-initramfs for that release.
+# update-initramfs for that release. SIGN_KEY and SIGN_CERT: the modules
+# are signed (see the Makefile's signing).
 # Package blkfront-rs-xen-hotplug (Architecture: all), for Xen dom0s and
 # independent of the first: tools/hotplug/block-topology in /etc/xen/scripts/
 # (a conffile, as Xen's own scripts there) and a README.Debian on using it.
@@ -45,11 +46,32 @@ S=$CH$stage
 rm -rf "$CH/tmp/blkfront-deb"
 mkdir -p "$S/DEBIAN" "$S/usr/lib/modules/$KREL/updates/blkfront-rs" "$S/usr/lib/modprobe.d" \
     "$S/usr/share/initramfs-tools/hooks" "$S/usr/share/doc/$PKG"
+# Signed when SIGN_KEY and SIGN_CERT (host paths) are given, as `make`
+# signs: with the prepared tree's scripts/sign-file (SIGN_TREE, a path in
+# the chroot), after the strip, which a signature would not survive.
+signing=
+if [ -n "${SIGN_KEY:-}${SIGN_CERT:-}" ]; then
+    [ -f "${SIGN_KEY:-}" ] || { echo "error: make deb: SIGN_KEY='${SIGN_KEY:-}' is not a file" >&2; exit 1; }
+    [ -f "${SIGN_CERT:-}" ] || { echo "error: make deb: SIGN_CERT='${SIGN_CERT:-}' is not a file" >&2; exit 1; }
+    [ -x "$CH${SIGN_TREE:-/nonexistent}/scripts/sign-file" ] ||
+        { echo "error: make deb: no scripts/sign-file in the prepared tree '${SIGN_TREE:-}'" >&2; exit 1; }
+    signing=/tmp/blkfront-sign
+    rm -rf "${CH:?}$signing"
+    trap 'rm -rf "${CH:?}$signing"' EXIT
+    install -d -m 700 "$CH$signing"
+    install -m 600 "$SIGN_KEY" "$CH$signing/key"
+    install -m 644 "$SIGN_CERT" "$CH$signing/cert"
+fi
 for m in virtio_blk_rs xen_blkfront_rs; do
     [ -f "$OUT/$m.ko" ] || { echo "error: make deb: $OUT/$m.ko missing" >&2; exit 1; }
-    # Debug info out, as Debian's own kernel modules (unsigned modules: a
-    # signature would not survive this).
+    # Debug info out, as Debian's own kernel modules.
     strip --strip-debug -o "$S/usr/lib/modules/$KREL/updates/blkfront-rs/$m.ko" "$OUT/$m.ko"
+    if [ -n "$signing" ]; then
+        inch "$SIGN_TREE/scripts/sign-file" sha256 "$signing/key" "$signing/cert" \
+            "$stage/usr/lib/modules/$KREL/updates/blkfront-rs/$m.ko" ||
+            { echo "error: make deb: sign-file failed on $m.ko" >&2; exit 1; }
+        echo "make-deb: $m.ko signed with $(basename "$SIGN_CERT")" >&2
+    fi
 done
 install -m 644 "$P/modprobe.d/blkfront-rs.conf" "$S/usr/lib/modprobe.d/blkfront-rs.conf"
 install -m 755 "$P/initramfs-tools/hooks/blkfront-rs" "$S/usr/share/initramfs-tools/hooks/blkfront-rs"

@@ -16,6 +16,7 @@
 # monitor protocol), e.g. "HOST-CMD: block_resize d0 512M" or
 # "HOST-CMD: device_del vd0": disks are drive d<N>, device vd<N>.
 # Environment: KDIR (default: the cached test kernel), KO_DIR (default: repo),
+# GUEST_FILES (more files for the guest: "SRC:DEST ..."),
 # QEMU_EXTRA (more QEMU arguments), KERNEL_APPEND (more kernel command line),
 # SMP (guest CPUs, default 2), PCIE=1 (a q35 machine with each disk behind a
 # PCIe root port of its own: the device then has PCIe function level reset),
@@ -55,6 +56,8 @@ for ko in "$KO_DIR"/virtio_blk_rs.ko "$KO_DIR"/xen_blkfront_rs.ko; do
 done
 c_ko=${C_KO:-$(find "$KDIR/drivers/block" -name virtio_blk.ko | head -1)}
 [ -n "$c_ko" ] && files+=("$c_ko:/lib/modules/virtio_blk.ko")
+# shellcheck disable=SC2206
+files+=(${GUEST_FILES:-})
 while IFS= read -r p; do files+=("$p"); done < <(binary_with_libs "$(command -v fio)"; binary_with_libs "$(command -v lsblk)")
 make_initramfs "$work/initramfs.cpio.gz" "${files[@]}"
 

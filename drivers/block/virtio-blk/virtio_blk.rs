@@ -55,6 +55,7 @@ mod param;
 
 mod config;
 mod device;
+mod fault;
 mod mq;
 mod naming;
 
@@ -92,12 +93,16 @@ param::sysfs_params! {
 
 struct VirtioBlkModule {
     _reg: virtio::Registration<VirtioBlk>,
+    #[cfg(CONFIG_FAULT_INJECTION)]
+    _inject: fault::Injection,
 }
 
 impl kernel::Module for VirtioBlkModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         Ok(VirtioBlkModule {
             _reg: virtio::Registration::new()?,
+            #[cfg(CONFIG_FAULT_INJECTION)]
+            _inject: fault::Injection::new(),
         })
     }
 }

@@ -44,7 +44,7 @@
 # failed or a number is missing; never because a number is low.
 # Environment: KDIR, KO_DIR as for the guest runners; BENCH_REPS, BENCH_RT
 # override repetitions and fio runtime (s); BENCH_PROFILE_PAIRS the
-# profile's C/ours run pairs per workload (default 2).
+# profile's C/ours run pairs per workload (default 2; the smoke run 1).
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 T=$REPO/tools/testing
@@ -100,7 +100,7 @@ creps=$((2 * chalf))
 # Compare boots both orders (see below); the smoke run only the first: the
 # swapped boot runs the same code.
 swaps="0 1"; ((smoke)) && swaps=0
-ppairs=${BENCH_PROFILE_PAIRS:-2}
+ppairs=${BENCH_PROFILE_PAIRS:-$((smoke ? 1 : 2))}
 # memory: 8 small disks of 2 queues (QEMU's default 256 requests each).
 memdisks=8 memsize=64M
 # latency, xlatency: 5 s per fio run (virtio: thousands of requests even at

@@ -6,6 +6,8 @@
 # each compares with the C driver.
 set -uo pipefail
 T=$(dirname "$0")/..
+. "$T/lib.sh"
+RESULTS=${RESULTS:-$CACHE/results.txt}
 topo='physical_block_size=4096,min_io_size=4096,opt_io_size=1048576'
 GUEST_ENV="SCRIPTS=virtio-io,fio-verify VERIFY_MOD=virtio_blk_rs VERIFY_DISK=vdb EXPECT_VDA_SEGS=126" \
     bash "$T/virtio-guest.sh" -l virtio-io-512-4k -t 900 \
@@ -19,6 +21,30 @@ GUEST_ENV="EXPECT_VDA_SEGS=254" bash "$T/virtio-guest.sh" -l virtio-io-4k-4k -t 
 GUEST_ENV="SCRIPTS=virtio-ringfull,virtio-chained-sg,virtio-batch CHAIN_DISK=vdb BATCH_DISK=vdb" bash "$T/virtio-guest.sh" -l virtio-ringfull \
     -d '128M,queue-size=16,indirect_desc=off,seg-max-adjust=off,num-queues=1' -d '64M,queue-size=1024' "$T/guest/multi.sh"
 bash "$T/virtio-guest.sh" -l virtio-resize -d 256M "$T/guest/virtio-resize.sh"
+# Signature enforcement (module.sig_enforce=1, as CONFIG_MODULE_SIG_FORCE)
+# and the freeze's failure path (suspend to idle, pm_test), in one boot:
+# the module signed by `make sign` with the key the test kernel trusts (its
+# build key), an unsigned copy and one signed with a key of nobody's.
+kdir=${KDIR:-$(bash "$T/build-kernel.sh")}
+sig=$(mktemp -d "$CACHE/signing.XXXX")
+mkdir "$sig/signed"
+cp "$REPO/virtio_blk_rs.ko" "$sig/unsigned.ko"
+cp "$REPO/virtio_blk_rs.ko" "$sig/signed/virtio_blk_rs.ko"
+cp "$REPO/virtio_blk_rs.ko" "$sig/otherkey.ko"
+if openssl req -new -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=blkfront-rs untrusted test key/" \
+        -keyout "$sig/other.pem" -out "$sig/other.x509" -outform PEM > "$sig/make.log" 2>&1 &&
+    make -s -C "$REPO" sign KDIR="$kdir" SIGN_KEY="$kdir/certs/signing_key.pem" SIGN_CERT="$kdir/certs/signing_key.x509" \
+        SIGN_MODULES="$sig/signed/virtio_blk_rs.ko" >> "$sig/make.log" 2>&1 &&
+    make -s -C "$REPO" sign KDIR="$kdir" SIGN_KEY="$sig/other.pem" SIGN_CERT="$sig/other.x509" \
+        SIGN_MODULES="$sig/otherkey.ko" >> "$sig/make.log" 2>&1; then
+    echo "pass virtio-signing: make sign: $(modinfo -F signer "$sig/signed/virtio_blk_rs.ko") / $(modinfo -F signer "$sig/otherkey.ko")" >> "$RESULTS"
+    GUEST_FILES="$sig/unsigned.ko:/lib/modules/virtio_blk_rs-unsigned.ko $sig/otherkey.ko:/lib/modules/virtio_blk_rs-otherkey.ko" \
+        GUEST_ENV="SCRIPTS=virtio-signing,virtio-freeze" KO_DIR=$sig/signed KERNEL_APPEND=module.sig_enforce=1 \
+        bash "$T/virtio-guest.sh" -l virtio-signing -d 64M "$T/guest/multi.sh"
+else
+    echo "fail virtio-signing: make sign with the test kernel's key and with another (log: $(tail -2 "$sig/make.log" | paste -sd' '))" >> "$RESULTS"
+fi
+rm -rf "$sig"
 # Function level resets under fio verify (reset_prepare/reset_done, the
 # freeze/restore code): a q35 guest, the disk behind a PCIe root port.
 PCIE=1 bash "$T/virtio-guest.sh" -l virtio-reset -t 600 -d 128M "$T/guest/virtio-reset.sh"

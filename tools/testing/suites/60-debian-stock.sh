@@ -23,7 +23,19 @@ plog=$LOGDIR/$L-prepare.log
 t0=$(date +%s)
 # The package for suites/65-debian-deploy.sh: only one made by this run.
 rm -f "$CACHE/distro/deb/current"
-if ! out=$(DISTRO_KREL=$KREL bash "$REPO/tools/distro/debian-kdir.sh" --dkms --deb 2> "$plog"); then
+# The package's modules are signed with a key of the user's (`make deb
+# SIGN_KEY=... SIGN_CERT=...`): here one made for the test (self-signed, as
+# a MOK is).
+signer="blkfront-rs package test key"
+sigdir=$CACHE/signing
+if ! [ -s "$sigdir/package.pem" ]; then
+    mkdir -p "$sigdir"
+    openssl req -new -x509 -newkey rsa:2048 -nodes -days 36500 -subj "/CN=$signer/" \
+        -keyout "$sigdir/package.pem" -out "$sigdir/package.x509" -outform PEM 2> "$LOGDIR/$L-signing-key.log" ||
+        rec fail "make deb: a signing key made with openssl (log $LOGDIR/$L-signing-key.log)"
+fi
+if ! out=$(SIGN_KEY=$sigdir/package.pem SIGN_CERT=$sigdir/package.x509 \
+    DISTRO_KREL=$KREL bash "$REPO/tools/distro/debian-kdir.sh" --dkms --deb 2> "$plog"); then
     rec fail "tree/modules/package for Debian $KREL: $(grep -E '^(refused|error):' "$plog" | tail -1) (log $plog)"
     exit 1
 fi
@@ -45,6 +57,16 @@ done
 if [ -f "${D_DEB:-}" ]; then
     rec pass "make deb: $(basename "$D_DEB") built in the chroot, lintian without errors ($(grep -c '^[WIP]: ' "$(dirname "$D_DEB")/blkfront-rs-modules-$KREL.lintian" 2>/dev/null) warnings/notes)"
     echo "$D_DEB" > "$CACHE/distro/deb/current"
+    x=$(mktemp -d)
+    dpkg-deb -x "$D_DEB" "$x"
+    signers=$(for m in virtio_blk_rs xen_blkfront_rs; do
+        echo "$m: '$(modinfo -F signer "$(find "$x" -name "$m.ko")" 2>&1)'"; done | paste -sd' ')
+    rm -rf "$x"
+    if [ "$signers" = "virtio_blk_rs: '$signer' xen_blkfront_rs: '$signer'" ]; then
+        rec pass "make deb SIGN_KEY=... SIGN_CERT=...: the package's modules are signed ($signers)"
+    else
+        rec fail "make deb SIGN_KEY=... SIGN_CERT=...: the package's modules signed by '$signer' (got $signers)"
+    fi
 else
     rec fail "make deb: no package (log $plog)"
 fi

@@ -40,8 +40,9 @@
 #  6. --dkms: also `dkms add/build/install` of the repo (dkms.conf) inside
 #     the chroot against the prepared tree.
 #  7. --deb: also the binary package blkfront-rs-modules-<krel> of those
-#     modules (tools/distro/make-deb.sh: dpkg-deb and lintian in the chroot)
-#     into $CACHE/distro/deb/; prints "DEB=<path>" too.
+#     modules and the dom0 package blkfront-rs-xen-hotplug
+#     (tools/distro/make-deb.sh: dpkg-deb and lintian in the chroot) into
+#     $CACHE/distro/deb/; prints "HOTPLUG_DEB=<path>" and "DEB=<path>" too.
 #
 # Prints "KDIR=<host path>" and "OUT=<dir>" on stdout at the end. Progress on
 # stderr. Everything is shell-quoted for `eval`.
@@ -256,7 +257,7 @@ printf 'KDIR=%q\nCHROOT=%q\nOUT=%q\n' "$HKD" "$CH" "$OUT"
 if ((deb)); then
     # ---- 7. the binary package --------------------------------------------
     ((prepare_only == 0)) || die "--deb needs the modules (not with --prepare-only)"
-    SIGN_TREE=$KD bash "$REPO/tools/distro/make-deb.sh" "$CH" "$OUT" "$KREL" "$BASE/deb" | tail -1
+    SIGN_TREE=$KD bash "$REPO/tools/distro/make-deb.sh" "$CH" "$OUT" "$KREL" "$BASE/deb" | tail -2
 fi
 exit 0
 }

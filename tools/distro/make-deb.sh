@@ -11,9 +11,13 @@
 # /usr/lib/modprobe.d/, packaging/initramfs-tools/hooks/blkfront-rs in
 # /usr/share/initramfs-tools/hooks/; postinst/postrm run depmod and
 # update-initramfs for that release. SIGN_KEY and SIGN_CERT: the modules
-# are signed (see the Makefile's signing). Lintian runs on the result: an error
-# (E:) fails; its full output is in DEST_DIR/<package>.lintian.
-# Prints "DEB=<path>" last.
+# are signed (see the Makefile's signing).
+# Package blkfront-rs-xen-hotplug (Architecture: all), for Xen dom0s and
+# independent of the first: tools/hotplug/block-topology in /etc/xen/scripts/
+# (a conffile, as Xen's own scripts there) and a README.Debian on using it.
+# Lintian runs on each: an error (E:) fails; its full output is in
+# DEST_DIR/<package>.lintian.
+# Prints "HOTPLUG_DEB=<path>", then "DEB=<path>" (the modules) last.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 CH=$1 OUT=$2 KREL=$3 DEST=$4
@@ -83,19 +87,44 @@ subst "$P/debian/control.in" > "$S/DEBIAN/control"
 (cd "$S" && find usr -type f -print0 | sort -z | xargs -0 md5sum) > "$S/DEBIAN/md5sums"
 find "$S" -exec touch -h -d "@$epoch" {} +
 
-deb=${PKG}_${VERSION}_amd64.deb
-inch env SOURCE_DATE_EPOCH="$epoch" dpkg-deb --root-owner-group -Zxz --build "$stage" "/tmp/blkfront-deb/$deb" >&2
-mkdir -p "$DEST"
-cp "$CH/tmp/blkfront-deb/$deb" "$DEST/$deb"
-echo "make-deb: built $deb ($(du -h "$DEST/$deb" | cut -f1))" >&2
+# dpkg-deb in the chroot, then lintian as Debian runs it; overrides would
+# live in the package (usr/share/lintian/overrides/<package>), with the
+# reason beside each. Lintian's exit status is 0 unless it found an error
+# (or could not run).
+build() { # STAGE_IN_CHROOT PACKAGE ARCH: prints the .deb's path in DEST
+    local deb=${2}_${VERSION}_$3.deb
+    inch env SOURCE_DATE_EPOCH="$epoch" dpkg-deb --root-owner-group -Zxz --build "$1" "/tmp/blkfront-deb/$deb" >&2
+    mkdir -p "$DEST"
+    cp "$CH/tmp/blkfront-deb/$deb" "$DEST/$deb"
+    echo "make-deb: built $deb ($(du -h "$DEST/$deb" | cut -f1))" >&2
+    if ! inch lintian --info --display-info --pedantic "/tmp/blkfront-deb/$deb" > "$DEST/$2.lintian" 2>&1; then
+        sed 's/^/lintian: /' "$DEST/$2.lintian" >&2
+        echo "error: make deb: lintian failed or reports errors (see $DEST/$2.lintian)" >&2
+        exit 1
+    fi
+    sed 's/^/lintian: /' "$DEST/$2.lintian" >&2
+    echo "$DEST/$deb"
+}
+deb=$(build "$stage" "$PKG" amd64)
 
-# Lintian as Debian runs it; overrides would live in the package
-# (usr/share/lintian/overrides/<package>), with the reason beside each.
-# Its exit status is 0 unless it found an error (or could not run).
-if ! inch lintian --info --display-info --pedantic "/tmp/blkfront-deb/$deb" > "$DEST/$PKG.lintian" 2>&1; then
-    sed 's/^/lintian: /' "$DEST/$PKG.lintian" >&2
-    echo "error: make deb: lintian failed or reports errors (see $DEST/$PKG.lintian)" >&2
-    exit 1
-fi
-sed 's/^/lintian: /' "$DEST/$PKG.lintian" >&2
-printf 'DEB=%q\n' "$DEST/$deb"
+# ---- blkfront-rs-xen-hotplug: the dom0 side ------------------------------
+HPKG=blkfront-rs-xen-hotplug
+hstage=/tmp/blkfront-deb/$HPKG
+H=$CH$hstage
+mkdir -p "$H/DEBIAN" "$H/etc/xen/scripts" "$H/usr/share/doc/$HPKG"
+install -m 755 "$REPO/tools/hotplug/block-topology" "$H/etc/xen/scripts/block-topology"
+install -m 644 "$P/xen-hotplug/README.Debian" "$H/usr/share/doc/$HPKG/README.Debian"
+install -m 644 "$P/debian/copyright" "$H/usr/share/doc/$HPKG/copyright"
+subst "$P/debian/xen-hotplug.changelog.in" | gzip -9n > "$H/usr/share/doc/$HPKG/changelog.gz"
+# An admin's edit of a script in /etc survives upgrades (Debian ships Xen's
+# own scripts there as conffiles too); md5sums leaves conffiles out, as
+# dh_md5sums does (dpkg records their sums itself).
+echo /etc/xen/scripts/block-topology > "$H/DEBIAN/conffiles"
+size=$(du -sk --exclude=DEBIAN "$H" | cut -f1)
+subst "$P/debian/xen-hotplug.control.in" > "$H/DEBIAN/control"
+(cd "$H" && find usr -type f -print0 | sort -z | xargs -0 md5sum) > "$H/DEBIAN/md5sums"
+find "$H" -exec touch -h -d "@$epoch" {} +
+hdeb=$(build "$hstage" "$HPKG" all)
+
+printf 'HOTPLUG_DEB=%q\n' "$hdeb"
+printf 'DEB=%q\n' "$deb"

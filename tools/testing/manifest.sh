@@ -18,7 +18,7 @@ set -uo pipefail
 MANIFEST=$(cd "$(dirname "$0")" && pwd)/expected-checks.txt
 # The labels --host-only runs in full ("build" is mostly the module build
 # against the test kernel, which --host-only skips).
-HOST_RE='^(cargo test|style|fuzz( .*)?)$'
+HOST_RE='^(cargo test|style|dom0-hotplug|fuzz( .*)?)$'
 
 counts() { # RESULTS: "count<TAB>label", one line per label
     sed -n 's/^\(pass\|fail\|skip\) \([^:]*\): .*/\2/p' "$1" | sort | uniq -c |

@@ -83,6 +83,15 @@ else
 fi
 rm -rf "$fake"
 
+# ---- host: the dom0 hotplug script against Xen's own scripts ------------
+log "dom0 hotplug script (block-topology-check.sh)"
+hp_out=$(bash "$REPO/tools/testing/block-topology-check.sh" 2>&1)
+hp_rc=$?
+grep -E '^(pass|fail) ' <<< "$hp_out" >> "$RESULTS"
+grep -vE '^(pass|fail) ' <<< "$hp_out" >&2
+((hp_rc == 0)) || grep -q '^fail ' <<< "$hp_out" ||
+    record fail "dom0-hotplug: block-topology-check.sh exited $hp_rc with no failed check (its last line: $(tail -1 <<< "$hp_out"))"
+
 if [ "$mode" != --host-only ]; then
     # ---- Debian's trees, beside the kernel build ----------------------------
     # On a cold cache the trixie chroot and root (debootstrap and apt: mostly

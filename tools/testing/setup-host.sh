@@ -62,6 +62,9 @@ fetch_deb() { # package [suite]
 }
 fetch_deb linux-source-7.3 trixie-backports
 fetch_deb xen-hypervisor-4.17-amd64
+# Xen's own hotplug scripts (/etc/xen/scripts), which the dom0 script
+# tools/hotplug/block-topology runs: block-topology-check.sh runs them.
+fetch_deb xen-utils-common
 
 if [ ! -d "$SRC_DIR" ]; then
     log "unpacking linux-source-7.3 into $SRC_DIR"

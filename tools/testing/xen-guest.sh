@@ -78,6 +78,11 @@ DOMU_TYPE=${DOMU_TYPE:-pv}
 # (the deployment test): VBD0_IMAGE, a disk image used as domU 1's backing
 # disk (its xvda) in place of an empty one; DOMU_RAMDISK, that system's
 # initramfs; DOMU_CMDLINE, its whole kernel command line.
+# VBD_SCRIPT: the blkback vbds' hotplug script: block-simple (default,
+# tools/testing/xen/block-simple from the payload) or block-topology
+# (tools/hotplug/block-topology, which runs Xen's own block script:
+# dom0-run.sh installs it into dom0's /etc/xen/scripts beside Xen's, and
+# the disks name it as a user does, script=block-topology).
 LOGDIR=${LOGDIR:-$CACHE/logs}
 mkdir -p "$LOGDIR"
 work=$(mktemp -d "$CACHE/xen-run.XXXX")
@@ -126,6 +131,11 @@ if [ "${USERSPACE_BACKEND:-0}" = 1 ]; then
 fi
 [ -f "$REPO/tools/testing/xen/dom0-after.sh" ] && cp "$REPO/tools/testing/xen/dom0-after.sh" "$work/payload/"
 [ -n "$min_io" ] && touch "$work/payload/publish-io-sizes"
+case ${VBD_SCRIPT:-block-simple} in
+    block-simple) vbd_script=/run/payload/block-simple ;;
+    block-topology) vbd_script=block-topology; cp "$REPO/tools/hotplug/block-topology" "$work/payload/" ;;
+    *) die "VBD_SCRIPT=$VBD_SCRIPT: block-simple or block-topology" ;;
+esac
 cat > "$work/payload/run.env" <<ENV
 PERSISTENT=$persistent
 MAX_QUEUES=$vcpus
@@ -142,7 +152,7 @@ for ((i = 1; i <= ndomu; i++)); do
     ((ndomu > 1)) && extra=" BLKDOMU=$i BLKNDOMU=$ndomu BLKT0=@T0@"
     [ -n "$frames" ] && extra+=" BLKGRANTFRAMES=$frames"
     cfg=domU.cfg; ((i > 1)) && cfg=domU$i.cfg
-    disks="'format=raw, vdev=xvda, access=rw, script=/run/payload/block-simple, target=/dev/${targets[i - 1]}'"
+    disks="'format=raw, vdev=xvda, access=rw, script=$vbd_script, target=/dev/${targets[i - 1]}'"
     if ((i == 1)); then
         case ${BACKEND:-blkback} in
             blkback) ;;
@@ -154,7 +164,7 @@ for ((i = 1; i <= ndomu; i++)); do
     fi
     # The twin: xen-blkback opens the device without claiming it, and
     # block-simple does no sharing check, so two vbds can share one disk.
-    ((i == 1 && twin)) && disks+=", 'format=raw, vdev=xvdb, access=rw, script=/run/payload/block-simple, target=/dev/${targets[0]}'"
+    ((i == 1 && twin)) && disks+=", 'format=raw, vdev=xvdb, access=rw, script=$vbd_script, target=/dev/${targets[0]}'"
     cat > "$work/payload/$cfg" <<CFG
 type="$DOMU_TYPE"
 $([ "$DOMU_TYPE" = hvm ] && printf '%s\n' 'device_model_version="qemu-xen"' 'serial="pty"' 'vga="none"' 'vnc=0')

@@ -2,7 +2,7 @@
 # Xen PV domU check (busybox sh) for Debian's stock kernel as the domU:
 # xen_blkfront_rs built by tools/distro/debian-kdir.sh, loaded into Debian's
 # own vmlinuz. Backing disk (xen-guest.sh -b 4096 -m 4096 -o 1048576):
-# physical 4096, io sizes published by the hotplug script.
+# physical 4096, io sizes published by the hotplug script (block-topology).
 # /lib/modules/xen-blkfront.ko is Debian's C frontend (baseline).
 . /guest/common.sh
 D=xvda
@@ -32,6 +32,14 @@ expect_eq "logical_block_size" "$(q $D logical_block_size)" 512
 expect_eq "physical_block_size" "$(q $D physical_block_size)" 4096
 expect_eq "minimum_io_size (published by the hotplug script)" "$(q $D minimum_io_size)" 4096
 expect_eq "optimal_io_size (published by the hotplug script)" "$(q $D optimal_io_size)" 1048576
+# The vbd's hotplug script (block-topology, see suites/60-debian-stock.sh)
+# ran Xen's own block: its write_dev writes physical-device-path, which a
+# script that writes physical-device itself (block-simple) does not. This
+# domain may read its backend's directory.
+fe=$(basename "$(readlink /sys/block/$D/device)")
+be=$(xs_read "device/vbd/${fe#vbd-}/backend")
+expect_eq "vbd's hotplug script ran Xen's block: physical-device-path in the backend directory" \
+    "$(xs_read "$be/physical-device-path")" /dev/vdb
 [ -s /tmp/c-pbs ] && expect_eq "physical_block_size same as Debian's xen-blkfront" "$(q $D physical_block_size)" "$(cat /tmp/c-pbs)"
 
 for bs in 4k 1M; do

@@ -70,6 +70,26 @@ if [ -f "${D_DEB:-}" ]; then
 else
     rec fail "make deb: no package (log $plog)"
 fi
+# The dom0 package: the hotplug script as a conffile in Xen's script
+# directory, its README, and no dependency on the modules package (a dom0
+# need not run our frontend).
+if [ -f "${D_HOTPLUG_DEB:-}" ]; then
+    hx=$(mktemp -d)
+    dpkg-deb -x "$D_HOTPLUG_DEB" "$hx"
+    got="mode $(stat -c %a "$hx/etc/xen/scripts/block-topology" 2>/dev/null)"
+    got+=", conffiles '$(dpkg-deb -I "$D_HOTPLUG_DEB" conffiles 2>/dev/null | tr '\n' ' ')'"
+    got+=", Depends '$(dpkg-deb -f "$D_HOTPLUG_DEB" Depends)'"
+    if [ "$got" = "mode 755, conffiles '/etc/xen/scripts/block-topology ', Depends 'xen-utils-common'" ] &&
+        cmp -s "$hx/etc/xen/scripts/block-topology" "$REPO/tools/hotplug/block-topology" &&
+        [ -f "$hx/usr/share/doc/blkfront-rs-xen-hotplug/README.Debian" ]; then
+        rec pass "make deb: $(basename "$D_HOTPLUG_DEB"): /etc/xen/scripts/block-topology ($got), README.Debian, lintian without errors"
+    else
+        rec fail "make deb: $(basename "$D_HOTPLUG_DEB"): want tools/hotplug/block-topology as /etc/xen/scripts/block-topology (mode 755, a conffile), README.Debian, Depends xen-utils-common only; got $got"
+    fi
+    rm -rf "$hx"
+else
+    rec fail "make deb: no blkfront-rs-xen-hotplug package (log $plog)"
+fi
 if grep -q '^dkms: ok' "$plog"; then
     rec pass "dkms add/build/install in the chroot against the prepared tree"
 else
@@ -180,7 +200,9 @@ else
     cp "$OUT/xen_blkfront_rs.ko" "$work/xenmods/"
     c=$(grep -o '^[^:]*/xen-blkfront\.ko[^:]*' "$MODROOT/modules.dep" | head -1)
     [ -n "$c" ] && plain_ko "$MODROOT/$c" "$work/xenmods/xen-blkfront.ko"
-    KO_DIR=$OUT DOMU_KERNEL=$VMLINUZ DOMU_MODULES=$work/xenmods bash "$T/xen-guest.sh" -l "$L-xen" \
+    # The vbd's hotplug script is the one a dom0 installs from the package
+    # blkfront-rs-xen-hotplug: block-topology running Xen's own block.
+    VBD_SCRIPT=block-topology KO_DIR=$OUT DOMU_KERNEL=$VMLINUZ DOMU_MODULES=$work/xenmods bash "$T/xen-guest.sh" -l "$L-xen" \
         -p 1 -b 4096 -m 4096 -o 1048576 "$T/guest/debian-stock-xen.sh" || true
 fi
 exit 0

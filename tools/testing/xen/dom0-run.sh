@@ -7,6 +7,19 @@
 # consoles logged by xenconsoled; after domU 1 they are waited for and their
 # logs appended (check lines renamed "domU<i>: ...").
 . /run/payload/run.env
+# xen-guest.sh VBD_SCRIPT=block-topology: beside Xen's block and
+# block-common.sh, which it runs and sources from its own directory. Xen's
+# lock (locking.sh's claim_lock) stats /dev/stdin, a link udev makes on a
+# real dom0 and devtmpfs does not: without it claim_lock loops until libxl
+# kills the script (its 40 s hotplug timeout).
+for fd in 0:stdin 1:stdout 2:stderr; do
+    [ -e "/dev/${fd#*:}" ] || ln -s "/proc/self/fd/${fd%:*}" "/dev/${fd#*:}"
+done
+[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
+if [ -f /run/payload/block-topology ]; then
+    install -m 755 /run/payload/block-topology /etc/xen/scripts/block-topology ||
+        echo "dom0: cannot install block-topology into /etc/xen/scripts"
+fi
 modprobe xen-blkback feature_persistent="$PERSISTENT" max_queues="${MAX_QUEUES:-1}" || echo "dom0: modprobe xen-blkback failed"
 xenstored --pid-file /run/xenstored.pid
 xen-init-dom0 >/dev/null

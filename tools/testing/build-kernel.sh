@@ -7,7 +7,8 @@
 #
 #   build-kernel.sh [--debug]
 #
-# --debug: the debug test kernel (plus .config.fragments/debug/*.config:
+# --debug: the debug test kernel (without the *.test.config fragments, plus
+# .config.fragments/debug/*.config:
 # KASAN, lockdep, ...) in $CACHE/kbuild-debug-<key>.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -45,11 +46,13 @@ KCONFIG_CONFIG="$out/.config" "$SRC_DIR"/scripts/kconfig/merge_config.sh \
     -m -O "$out" "$out/.config" $(kernel_fragments $flavour) >/dev/null
 mk olddefconfig >/dev/null
 # Every option a fragment asks for must have survived olddefconfig (the
-# last fragment that sets an option wins, as in merge_config.sh).
+# last fragment that sets or unsets an option wins, as in merge_config.sh).
 bad=0
 while IFS= read -r line; do
     grep -qx "$line" "$out/.config" || { echo "fragment option not set: $line" >&2; bad=1; }
-done < <(kernel_fragments $flavour | xargs cat | awk -F= '/^CONFIG_/ { v[$1] = $0 } END { for (k in v) print v[k] }')
+done < <(kernel_fragments $flavour | xargs cat |
+    awk -F= '/^CONFIG_/ { v[$1] = $0 } /^# CONFIG_[A-Za-z0-9_]+ is not set/ { split($0, w, " "); delete v[w[2]] }
+             END { for (k in v) print v[k] }')
 ((bad == 0)) || die "kernel config does not satisfy .config.fragments (see above); is the Rust toolchain usable (make rustavailable)?"
 mk -j"$(nproc)" $(kernel_make_vars $flavour) bzImage modules > "$out/build.log" 2>&1 || {
     tail -40 "$out/build.log" >&2; die "kernel build failed, log in $out/build.log"; }

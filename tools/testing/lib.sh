@@ -87,9 +87,15 @@ run_suite() { # NAME
 
 # Config fragments of a test kernel flavour: "" (the test kernel) or
 # "debug" (the same plus .config.fragments/debug/*.config).
+# Top-level fragments named *.test.config are the test kernel's only (the
+# debug kernel, built for its checkers, stays without them).
 kernel_fragments() { # [flavour]
-    ls "$REPO"/.config.fragments/*.config
-    [ -z "${1:-}" ] || ls "$REPO"/.config.fragments/"$1"/*.config
+    if [ -z "${1:-}" ]; then
+        ls "$REPO"/.config.fragments/*.config
+    else
+        ls "$REPO"/.config.fragments/*.config | grep -v '\.test\.config$'
+        ls "$REPO"/.config.fragments/"$1"/*.config
+    fi
 }
 
 # make variables of a flavour's build. debug: a Xen PVH guest runs

@@ -36,6 +36,7 @@ use crate::blkcore::{
 };
 mod done;
 mod held;
+mod stuck;
 
 use done::DoneList;
 

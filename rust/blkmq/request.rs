@@ -394,6 +394,36 @@ impl<T: Operations> Request<T> {
         unsafe { bindings::blk_mq_start_request(self.raw()) }
     }
 
+    /// The device refused a discard: the request's disk stops advertising
+    /// discard and secure erase at once (`discard_max_bytes` reads 0; later
+    /// discards fail in the block layer as not supported), as upstream's
+    /// `blk_queue_disable_discard` and `blk_queue_disable_secure_erase`.
+    /// Any context.
+    pub fn withdraw_discard(&self) {
+        self.withdraw(shim::BLKFRONT_RS_WITHDRAW_DISCARD);
+    }
+
+    /// The device refused a flush: the request's disk loses its volatile
+    /// write cache and FUA (`write_cache` reads "write through"; the block
+    /// layer stops sending flushes), shortly after: in process context.
+    /// Any context.
+    pub fn withdraw_write_cache(&self) {
+        self.withdraw(shim::BLKFRONT_RS_WITHDRAW_WRITE_CACHE);
+    }
+
+    fn withdraw(&self, what: u32) {
+        // SAFETY: the request is live, so is its queue; a queue of a tag
+        // set of ours belongs to a disk our shim allocated (its private
+        // data is the shim's) until the disk is put, after every request
+        // ended.
+        unsafe {
+            let disk = (*(*self.raw()).q).disk;
+            if !disk.is_null() {
+                shim::blkfront_rs_blkmq_withdraw(disk.cast(), what);
+            }
+        }
+    }
+
     /// The device is done with the request: schedule [`Operations::complete`]
     /// (`blk_mq_complete_request`, may run it on the submitting CPU).
     pub fn complete(self) {

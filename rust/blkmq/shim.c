@@ -38,6 +38,13 @@ struct blkfront_rs_disk_priv {
 	/* The disk's attribute groups (device_add_disk keeps the pointer):
 	 * ours (serial), then one from the driver's bus abstraction, if any. */
 	const struct attribute_group *groups[3];
+	/* blkfront_rs_blkmq_withdraw(): BLKFRONT_RS_WITHDRAW_* not yet applied
+	 * by withdraw_work, under withdraw_lock; none once withdraw_dead. */
+	struct gendisk *disk;
+	spinlock_t withdraw_lock;
+	unsigned int withdrawn;
+	bool withdraw_dead;
+	struct work_struct withdraw_work;
 };
 
 static int blkfront_rs_blkmq_getgeo(struct gendisk *disk, struct hd_geometry *geo)
@@ -101,6 +108,54 @@ static int blkfront_rs_blkmq_ioctl(struct block_device *bdev, blk_mode_t mode,
 	}
 }
 
+static void blkfront_rs_blkmq_withdraw_work(struct work_struct *work)
+{
+	struct blkfront_rs_disk_priv *p =
+		container_of(work, struct blkfront_rs_disk_priv, withdraw_work);
+	struct request_queue *q = p->disk->queue;
+	struct queue_limits lim;
+	unsigned int what;
+
+	spin_lock_irq(&p->withdraw_lock);
+	what = p->withdrawn;
+	p->withdrawn = 0;
+	spin_unlock_irq(&p->withdraw_lock);
+	if (!what)
+		return;
+	lim = queue_limits_start_update(q);
+	if (what & BLKFRONT_RS_WITHDRAW_DISCARD) {
+		lim.max_hw_discard_sectors = 0;
+		lim.max_secure_erase_sectors = 0;
+	}
+	if (what & BLKFRONT_RS_WITHDRAW_WRITE_CACHE)
+		lim.features &= ~(BLK_FEAT_WRITE_CACHE | BLK_FEAT_FUA);
+	/*
+	 * Not frozen: a queue whose device holds requests for ever would hold
+	 * the freeze (and this worker) with them. A request built under the
+	 * old limits is one the device refuses, as before.
+	 */
+	if (queue_limits_commit_update(q, &lim))
+		pr_warn("%s: withdrawing features from the queue limits failed\n",
+			p->disk->disk_name);
+}
+
+void blkfront_rs_blkmq_withdraw(struct gendisk *disk, unsigned int what)
+{
+	struct blkfront_rs_disk_priv *p = disk->private_data;
+	unsigned long flags;
+
+	if (what & BLKFRONT_RS_WITHDRAW_DISCARD) {
+		blk_queue_disable_discard(disk->queue);
+		blk_queue_disable_secure_erase(disk->queue);
+	}
+	spin_lock_irqsave(&p->withdraw_lock, flags);
+	if (!p->withdraw_dead) {
+		p->withdrawn |= what;
+		kblockd_schedule_work(&p->withdraw_work);
+	}
+	spin_unlock_irqrestore(&p->withdraw_lock, flags);
+}
+
 static void blkfront_rs_blkmq_free_disk(struct gendisk *disk)
 {
 	kfree(disk->private_data);
@@ -123,12 +178,15 @@ struct gendisk *blkfront_rs_blkmq_alloc_disk(struct blk_mq_tag_set *set,
 	if (!p)
 		return ERR_PTR(-ENOMEM);
 	mutex_init(&p->geo_lock);
+	spin_lock_init(&p->withdraw_lock);
+	INIT_WORK(&p->withdraw_work, blkfront_rs_blkmq_withdraw_work);
 	disk = blk_mq_alloc_disk(set, lim, queuedata);
 	if (IS_ERR(disk)) {
 		kfree(p);
 		return disk;
 	}
 	disk->private_data = p;
+	p->disk = disk;
 	disk->fops = &blkfront_rs_blkmq_fops;
 	return disk;
 }
@@ -137,6 +195,11 @@ void blkfront_rs_blkmq_put_disk(struct gendisk *disk, bool added)
 {
 	struct blkfront_rs_disk_priv *p = disk->private_data;
 
+	/* After del_gendisk(): no request is left to withdraw anything. */
+	spin_lock_irq(&p->withdraw_lock);
+	p->withdraw_dead = true;
+	spin_unlock_irq(&p->withdraw_lock);
+	cancel_work_sync(&p->withdraw_work);
 	put_disk(disk);
 	/* ->free_disk only runs for disks that were added (GD_ADDED). */
 	if (!added)

@@ -82,6 +82,18 @@ void blkfront_rs_blkmq_set_serial(struct gendisk *disk, const char *serial, size
 void blkfront_rs_blkmq_set_attr_group(struct gendisk *disk, const void *group);
 /* device_add_disk() with our attribute groups (serial, and the one above). */
 int blkfront_rs_blkmq_add_disk(struct device *parent, struct gendisk *disk);
+/*
+ * A feature the device withdrew at run time (it refused a request):
+ * withdraw() takes it off the live queue limits of @disk, from any context.
+ * Discard and secure erase stop at once (blk_queue_disable_discard() and
+ * blk_queue_disable_secure_erase(), as xen-blkfront does in its interrupt
+ * handler); then, as for the write cache (and FUA), a work item updates the
+ * limits in process context (the limits lock sleeps), so that no later
+ * update brings the feature back. put_disk() waits for that work.
+ */
+#define BLKFRONT_RS_WITHDRAW_DISCARD 1u
+#define BLKFRONT_RS_WITHDRAW_WRITE_CACHE 2u
+void blkfront_rs_blkmq_withdraw(struct gendisk *disk, unsigned int what);
 /* queue_limits_start_update() is a static inline. */
 void blkfront_rs_blkmq_limits_start_update(struct gendisk *disk,
 					   struct queue_limits *lim);

@@ -233,8 +233,8 @@ impl<Rq> Io<Rq> {
     }
 
     /// Logs, once each, the features the backend withdrew and the first
-    /// status blkif does not define.
-    pub(crate) fn report_notes(&mut self, dev: &kernel::device::Device) {
+    /// status blkif does not define; returns the features withdrawn.
+    pub(crate) fn report_notes(&mut self, dev: &kernel::device::Device) -> Withdrawn {
         let BackendNotes {
             flush,
             discard,
@@ -263,7 +263,21 @@ impl<Rq> Io<Rq> {
                 status
             );
         }
+        Withdrawn {
+            discard,
+            write_cache: flush.is_some(),
+        }
     }
+}
+
+/// Features the backend withdrew (it refused a request), for the disk's
+/// live queue limits: see [`crate::ring`]'s completion list.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Withdrawn {
+    /// Discard (and secure erase).
+    pub(crate) discard: bool,
+    /// Flush and FUA: the volatile write cache.
+    pub(crate) write_cache: bool,
 }
 
 /// Hooks for the KUnit suite: fabricated backend responses through the

@@ -26,7 +26,6 @@ use crate::blkcore::{
         pregrant::PreGranted,
         QueueError,
         Request,
-        RingStats,
         Status, //
     },
     limits::QueueLimits,
@@ -75,6 +74,10 @@ use crate::xen::{
     },
     xenbus::Device, //
 };
+
+mod stats;
+
+use stats::StatsView;
 
 /// A request owned by the driver.
 pub(crate) type Rq = blkmq::Request<BlkOps>;
@@ -240,6 +243,16 @@ impl blkmq::Operations for BlkOps {
         let status = *rq.data();
         rq.end(status);
     }
+
+    /// A request waited the queue's `io_timeout`: its ring is slow if it
+    /// answered others since the last timeout (one more period), stuck if
+    /// not, and then broken ([`Ring::timed_out`]).
+    fn timeout(qd: QueueDataRef<'_, Self>, hctx: HwQueue, timeout_ms: u32) -> blkmq::Timeout {
+        match qd.ring_for(hctx) {
+            Some(ring) if ring.timed_out(timeout_ms) => blkmq::Timeout::Done,
+            _ => blkmq::Timeout::ResetTimer,
+        }
+    }
 }
 
 /// Grants the frames of `rq`'s data into `pre` (the data path without
@@ -305,64 +318,6 @@ fn queue_locked(
         });
         (r, if last { st.push() } else { Notifier::default() })
     })
-}
-
-/// Per-disk statistics, summed over the rings (debugfs
-/// `xen_blkfront_rs-<disk>/stats`).
-pub(crate) struct StatsView {
-    queues: Arc<Queues>,
-}
-
-impl core::fmt::Debug for StatsView {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let mut t = RingStats::default();
-        let mut g = crate::blkcore::grants::GrantStats::default();
-        let mut bounce = false;
-        let mut slots = 0u32;
-        for r in self.queues.rings.iter() {
-            slots = slots.max(r.with_state(|st| st.size()));
-            if let Some((rs, gs, copy)) = r.with_state(|st| st.stats()) {
-                t.add(&rs);
-                g.granted += gs.granted;
-                g.revoked += gs.revoked;
-                g.reused += gs.reused;
-                g.held += gs.held;
-                g.in_use += gs.in_use;
-                g.bytes_copied += gs.bytes_copied;
-                g.deferred += gs.deferred;
-                bounce |= copy;
-            }
-        }
-        writeln!(f, "rings: {}", self.queues.rings.len())?;
-        // Slots of the rings now (a reconnect may bring smaller ones).
-        writeln!(f, "ring_slots: {}", slots)?;
-        writeln!(
-            f,
-            "rings_served: {}",
-            self.queues.served.load(Ordering::Relaxed)
-        )?;
-        writeln!(f, "bounce_buffer: {}", u8::from(bounce))?;
-        writeln!(f, "requests: {}", t.requests)?;
-        writeln!(f, "indirect_requests: {}", t.indirect_requests)?;
-        writeln!(
-            f,
-            "requeued_as_bios: {}",
-            self.queues.requeued_as_bios.load(Ordering::Relaxed)
-        )?;
-        writeln!(f, "bytes_copied: {}", g.bytes_copied)?;
-        writeln!(f, "grants_granted: {}", g.granted)?;
-        writeln!(f, "grants_revoked: {}", g.revoked)?;
-        writeln!(f, "grants_reused: {}", g.reused)?;
-        writeln!(f, "grants_deferred: {}", g.deferred)?;
-        writeln!(f, "persistent_grants_held: {}", g.held)?;
-        writeln!(f, "grants_in_use: {}", g.in_use)?;
-        writeln!(f, "notifications: {}", t.notifications)?;
-        writeln!(f, "busy: {}", t.busy)?;
-        writeln!(f, "out_of_grants: {}", t.out_of_grants)?;
-        writeln!(f, "interrupts: {}", t.interrupts)?;
-        writeln!(f, "spurious_interrupts: {}", t.spurious_interrupts)?;
-        writeln!(f, "backend_errors: {}", t.errors)
-    }
 }
 
 /// A live disk.
@@ -506,12 +461,7 @@ impl Disk {
         };
         // Statistics are best effort: no debugfs is not an error.
         let stats = KBox::pin_init(
-            dir.read_only_file(
-                c"stats",
-                StatsView {
-                    queues: queues_for_disk.clone(),
-                },
-            ),
+            dir.read_only_file(c"stats", StatsView::new(queues_for_disk.clone())),
             GFP_KERNEL,
         )
         .ok();

@@ -36,6 +36,7 @@ use crate::blkcore::{
 };
 mod done;
 mod held;
+mod stuck;
 
 use done::DoneList;
 
@@ -561,7 +562,7 @@ impl<O: BlockOps> RingState<O> {
             &mut self.pages,
             &mut |rq, s| done.push(rq, s),
         );
-        io.report_notes(&ring.dev);
+        done.withdraw(io.report_notes(&ring.dev));
         match r {
             Drained::Some => {
                 io.maybe_purge();

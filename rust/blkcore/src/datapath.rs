@@ -93,6 +93,13 @@ pub enum Fault {
     /// Without persistent grants the backend still maps this grant after
     /// answering the request.
     StillMapped(GrantRef),
+    /// Requests in flight, and not one response for a whole timeout
+    /// period of `timeout_ms` (the backend stopped serving the ring, its
+    /// state unchanged): see [`DataPath::answered_nothing_since_last_timeout`].
+    Unanswered {
+        /// The period, in milliseconds.
+        timeout_ms: u32,
+    },
     /// Fault injection (tests) or the caller's own reason.
     Injected,
 }
@@ -114,6 +121,9 @@ impl fmt::Display for Fault {
             Self::Storm => write!(f, "more responses than ring slots in one pass"),
             Self::StillMapped(g) => {
                 write!(f, "backend has not unmapped non-persistent grant {g}")
+            }
+            Self::Unanswered { timeout_ms } => {
+                write!(f, "no response for {timeout_ms} ms with requests in flight")
             }
             Self::Injected => write!(f, "fault injected"),
         }
@@ -288,6 +298,8 @@ pub struct RingStats {
     pub out_of_grants: u64,
     /// Protocol errors of the backend.
     pub errors: u64,
+    /// Responses consumed.
+    pub responses: u64,
     /// Calls of the interrupt handler, and those that found no response
     /// (acknowledged as spurious: two in a row delay the next event, see
     /// `xen_irq_lateeoi`).
@@ -305,6 +317,7 @@ impl RingStats {
         self.busy += o.busy;
         self.out_of_grants += o.out_of_grants;
         self.errors += o.errors;
+        self.responses += o.responses;
         self.interrupts += o.interrupts;
         self.spurious_interrupts += o.spurious_interrupts;
     }
@@ -407,6 +420,9 @@ pub struct DataPath<S: Storage, F: Copy, Rq> {
     /// An undefined status was noted once already.
     unknown_status_seen: bool,
     stats: RingStats,
+    /// `stats.responses` at the last request timeout (see
+    /// [`DataPath::answered_nothing_since_last_timeout`]).
+    responses_at_timeout: u64,
 }
 
 impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {

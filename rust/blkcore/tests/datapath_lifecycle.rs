@@ -584,6 +584,7 @@ fn ring_stats_add_every_counter() {
         busy: 4,
         out_of_grants: 5,
         errors: 6,
+        responses: 9,
         interrupts: 7,
         spurious_interrupts: 8,
     };
@@ -594,6 +595,7 @@ fn ring_stats_add_every_counter() {
         busy: 40,
         out_of_grants: 50,
         errors: 60,
+        responses: 90,
         interrupts: 70,
         spurious_interrupts: 80,
     };
@@ -608,6 +610,7 @@ fn ring_stats_add_every_counter() {
             busy: 44,
             out_of_grants: 55,
             errors: 66,
+            responses: 99,
             interrupts: 77,
             spurious_interrupts: 88,
         }
@@ -637,6 +640,10 @@ fn faults_name_what_the_backend_did() {
         (
             Fault::StillMapped(42),
             "backend has not unmapped non-persistent grant 42",
+        ),
+        (
+            Fault::Unanswered { timeout_ms: 5000 },
+            "no response for 5000 ms with requests in flight",
         ),
         (Fault::Injected, "fault injected"),
     ];
@@ -1014,4 +1021,101 @@ fn requests_carry_the_devices_handle() {
             .collect();
         assert_eq!(handles, [HANDLE; 3], "{kind:?}");
     }
+}
+
+#[test]
+fn a_ring_that_answered_nothing_for_a_timeout_period_is_stuck() {
+    for (persistent, copy) in MODES {
+        let what = format!("persistent {persistent} copy {copy}");
+        let mut rig = plain(persistent, copy, 0);
+        rig.submit(1, write(0), &pages(0, 2)).unwrap();
+        rig.run(BLKIF_RSP_OKAY);
+        assert_eq!(rig.dp.stats().responses, 1, "{what}");
+        // Pushed, never taken off the ring by the backend.
+        rig.submit(2, read(0), &pages(4, 2)).unwrap();
+        rig.submit(3, write(8), &pages(8, 3)).unwrap();
+        rig.push();
+        // The first timeout: the ring answered since the last (none).
+        assert!(!rig.dp.answered_nothing_since_last_timeout(), "{what}");
+        // The next, a period later: nothing since.
+        assert!(rig.dp.answered_nothing_since_last_timeout(), "{what}");
+        let fault = Fault::Unanswered { timeout_ms: 5000 };
+        let done = &mut rig.done;
+        let r = rig
+            .dp
+            .break_ring(&mut rig.host, fault, &mut |t, s| done.push((t, s)));
+        assert_eq!(r, Drained::Broken { fault, failed: 2 }, "{what}");
+        assert_eq!(
+            rig.done,
+            [(1, Status::Ok), (2, Status::IoErr), (3, Status::IoErr)],
+            "{what}"
+        );
+        // Never mapped: every grant revoked at once, no request held.
+        assert_eq!(rig.dp.held(), 0, "{what}");
+        assert_eq!(rig.dp.in_flight(), 0, "{what}");
+        assert!(rig.host.grants.is_empty(), "{what}");
+    }
+}
+
+#[test]
+fn a_slow_ring_is_not_stuck() {
+    let mut rig = plain(false, false, 0);
+    rig.submit(1, read(0), &pages(0, 1)).unwrap();
+    rig.push();
+    // Nothing answered yet, ever: a whole period without a response.
+    assert!(rig.dp.answered_nothing_since_last_timeout());
+    rig.submit(2, read(8), &pages(1, 1)).unwrap();
+    rig.run(BLKIF_RSP_OKAY);
+    // Both answered since that timeout: a third request that waits a
+    // period on a ring that answers is slow.
+    rig.submit(3, read(16), &pages(2, 1)).unwrap();
+    rig.push();
+    assert!(!rig.dp.answered_nothing_since_last_timeout());
+    assert!(rig.dp.answered_nothing_since_last_timeout());
+}
+
+#[test]
+fn a_stuck_ring_holds_the_requests_whose_pages_the_backend_maps() {
+    let mut rig = plain(false, false, 0);
+    rig.submit(1, read(0), &pages(0, 2)).unwrap();
+    rig.submit(2, read(8), &pages(2, 2)).unwrap();
+    rig.push();
+    // The backend took request 1 and mapped its pages, then stopped.
+    let g1: Vec<_> = rig
+        .host
+        .grants
+        .iter()
+        .filter(|(_, g)| g.frame < 2)
+        .map(|(r, _)| *r)
+        .collect();
+    assert_eq!(g1.len(), 2);
+    for r in &g1 {
+        rig.host.grants.get_mut(r).unwrap().mapped = true;
+    }
+    assert!(rig.dp.answered_nothing_since_last_timeout());
+    let fault = Fault::Unanswered { timeout_ms: 30_000 };
+    let done = &mut rig.done;
+    let r = rig
+        .dp
+        .break_ring(&mut rig.host, fault, &mut |t, s| done.push((t, s)));
+    assert_eq!(r, Drained::Broken { fault, failed: 1 });
+    assert_eq!(rig.done, [(2, Status::IoErr)]);
+    assert_eq!(rig.dp.held(), 1, "its pages stay the backend's");
+    let done = &mut rig.done;
+    assert_eq!(
+        rig.dp
+            .retry_held(&mut rig.host, &mut |t, s| done.push((t, s))),
+        0
+    );
+    for r in &g1 {
+        rig.host.grants.get_mut(r).unwrap().mapped = false;
+    }
+    let done = &mut rig.done;
+    assert_eq!(
+        rig.dp
+            .retry_held(&mut rig.host, &mut |t, s| done.push((t, s))),
+        1
+    );
+    assert_eq!(rig.done, [(2, Status::IoErr), (1, Status::IoErr)]);
+    assert!(rig.host.grants.is_empty());
 }

@@ -337,15 +337,15 @@ bounded() {
 # declared SCENARIO: sets WANT_STRIKES, WANT_DISK, WANT_IO and WANT_FAULT
 # from the scenario's line in HOSTILE_EXPECT (the backend's or device's
 # `--list`); fails unless each of the four has a known value. When a
-# scenario strikes: in the Xen backend's keys, on flushes, after its 64th
-# request or at teardown; in the virtio device's config at probe, after
+# scenario strikes: in the Xen backend's keys, on flushes, on discards,
+# after its 64th request or at teardown; in the virtio device's config at probe, after
 # its 64th answer or on one kind of request.
 declared() {
     local w
     WANT_STRIKES= WANT_DISK= WANT_IO= WANT_FAULT=
     for w in $(echo "${HOSTILE_EXPECT:-}" | tr ',' '\n' | grep "^$1:" | head -1 | tr ':' ' '); do
         case $w in
-            strikes=keys | strikes=flushes | strikes=trigger | strikes=teardown | strikes=probe | strikes=request) WANT_STRIKES=${w#*=} ;;
+            strikes=keys | strikes=flushes | strikes=discards | strikes=trigger | strikes=teardown | strikes=probe | strikes=request) WANT_STRIKES=${w#*=} ;;
             disk=up | disk=refused) WANT_DISK=${w#*=} ;;
             io=ok | io=eio | io=fail | io=none | io=any) WANT_IO=${w#*=} ;;
             fault=named | fault=optional) WANT_FAULT=${w#*=} ;;

@@ -50,13 +50,46 @@ special() {
             dsync_writes $US_DISK 4 128M > /dev/null 2>&1; sleep 1; wc=$(us_stats flushes)
             SPECIAL="flushes refused: $((b1 - b0)), then sent after the refusal: $((wc - b1)), write_cache '$(q $US_DISK write_cache)'"
             [ $who = ours ] && check "$s: ours stops flushing once the backend refused ($SPECIAL)" \
-                [ "$b1" -gt "$b0" -a "$wc" = "$b1" ] ;;
+                [ "$b1" -gt "$b0" -a "$wc" = "$b1" ]
+            # The queue says so: the block layer stops sending flushes.
+            [ $who = ours ] && expect_eq "$s: ours clears the queue's volatile write cache once the backend refused a flush" \
+                "$(q $US_DISK write_cache)" "write through" ;;
+        discard-not-supported)
+            # The refusal withdraws discard from the live queue: later
+            # discards fail in the block layer as not supported (fstrim
+            # says so) instead of reaching the driver. blkdiscard's own
+            # exit status says nothing: the block layer reports a refused
+            # discard as done (blkdev_issue_discard drops EOPNOTSUPP).
+            b0=$(q $US_DISK discard_max_bytes)
+            blkdiscard -o 0 -l 1048576 /dev/$US_DISK > /dev/null 2>&1; rc=$?
+            wc=$(us_stats_at_least discards 1); b1=$(q $US_DISK discard_max_bytes)
+            mkdir -p /mnt/trim
+            if mkfs.ext4 -q -F -E nodiscard /dev/$US_DISK > /dev/null 2>&1 && mount /dev/$US_DISK /mnt/trim; then
+                fstrim /mnt/trim > /tmp/trim.out 2>&1; rc2=$?
+                umount /mnt/trim
+            else
+                rc2=mkfs-or-mount-failed; echo > /tmp/trim.out
+            fi
+            SPECIAL="discard_max_bytes $b0, blkdiscard exit $rc (backend discards $wc), then discard_max_bytes $b1; fstrim: exit $rc2 '$(head -1 /tmp/trim.out)'"
+            [ $who = ours ] && check "$s: ours stops advertising discard once the backend refused one ($SPECIAL)" \
+                [ "$b0" -gt 0 -a "$wc" -ge 1 -a "$b1" = 0 ]
+            [ $who = ours ] && check "$s: fstrim on ours reports discard not supported ($SPECIAL)" \
+                grep -qi 'not supported' /tmp/trim.out ;;
         flush-error)
             b0=$(us_stats flushes); dsync_writes $US_DISK 4 128M > /dev/null 2>&1; rc=$?; b1=$(us_stats_at_least flushes $((b0 + 1)))
             dsync_writes $US_DISK 4 128M > /dev/null 2>&1; rc2=$?; wc=$(us_stats_at_least flushes $((b1 + 1)))
             SPECIAL="4 O_DSYNC writes: exit $rc, flushes $b0 -> $b1; again: exit $rc2, flushes -> $wc; write_cache '$(q $US_DISK write_cache)'"
             [ $who = ours ] && check "$s: ours fails the forced writes whose flush failed and goes on flushing ($SPECIAL)" \
                 [ "$rc" != 0 -a "$rc2" != 0 -a "$b1" -gt "$b0" -a "$wc" -gt "$b1" ] ;;
+        stall-connected)
+            # 5 s, not blk-mq's 30: the same rule for a stuck ring (one
+            # that answered nothing for a whole period while holding
+            # requests), sooner.
+            # (C's queue has no io_timeout: its driver has no timeout
+            # handler.)
+            if [ -e /sys/block/$US_DISK/queue/io_timeout ]; then echo 5000 > /sys/block/$US_DISK/queue/io_timeout; fi
+            wc=$(q $US_DISK io_timeout 2> /dev/null)
+            SPECIAL="io_timeout ${wc:-absent}${wc:+ ms}" ;;
         late-write-after-response)
             # 96 blocks: the backend strikes during the writes, so the first
             # read is the one it answers with its pages still mapped and

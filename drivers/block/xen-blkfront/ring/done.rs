@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Requests finished under the ring lock, handed back to blk-mq after it
-//! is dropped.
+//! is dropped, with the features the backend withdrew meanwhile.
 
 use kernel::prelude::*;
+
+use crate::datapath::Withdrawn;
 
 use super::{
     complete,
@@ -18,6 +20,11 @@ pub(crate) struct DoneList<O: BlockOps> {
     items: [Option<(Rq<O>, Status)>; 32],
     len: usize,
     overflow: KVec<(Rq<O>, Status)>,
+    /// Taken off the disk's live queue limits through the first request
+    /// completed (every request of a ring is of the one disk): the request
+    /// the backend refused is among them (a flush or discard has no pages
+    /// to hold it back).
+    withdrawn: Withdrawn,
 }
 
 impl<O: BlockOps> DoneList<O> {
@@ -26,7 +33,14 @@ impl<O: BlockOps> DoneList<O> {
             items: [const { None }; 32],
             len: 0,
             overflow: KVec::new(),
+            withdrawn: Withdrawn::default(),
         }
+    }
+
+    /// Features the backend withdrew (see [`DoneList::finish`]).
+    pub(super) fn withdraw(&mut self, w: Withdrawn) {
+        self.withdrawn.discard |= w.discard;
+        self.withdrawn.write_cache |= w.write_cache;
     }
 
     pub(super) fn push(&mut self, rq: Rq<O>, status: Status) {
@@ -42,10 +56,15 @@ impl<O: BlockOps> DoneList<O> {
     }
 
     pub(super) fn finish(self) {
-        for (rq, status) in self.items.into_iter().flatten() {
-            complete(rq, status);
-        }
-        for (rq, status) in self.overflow {
+        let mut withdrawn = self.withdrawn;
+        for (rq, status) in Iterator::chain(self.items.into_iter().flatten(), self.overflow) {
+            if withdrawn.discard {
+                rq.withdraw_discard();
+            }
+            if withdrawn.write_cache {
+                rq.withdraw_write_cache();
+            }
+            withdrawn = Withdrawn::default();
             complete(rq, status);
         }
     }

@@ -28,12 +28,28 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
                 self.stats.spurious_interrupts += 1;
                 return Drained::Nothing;
             }
-            Ok(_) => return Drained::Some,
+            Ok(n) => {
+                self.stats.responses += u64::from(n);
+                return Drained::Some;
+            }
             Err(DrainError::Ring(e)) => Fault::Producer(e),
             Err(DrainError::Response(f)) => f,
             Err(DrainError::Budget) => Fault::Storm,
         };
         self.break_ring(mem, fault, done)
+    }
+
+    /// A request timed out (it waited a whole timeout period): whether
+    /// the ring answered nothing since the previous timeout (or ever, at
+    /// the first), so nothing for at least that whole period. A ring that
+    /// answered others is slow, not stuck: one more period. The caller
+    /// drains the responses already on the ring first, and breaks a stuck
+    /// ring ([`Fault::Unanswered`]): a backend that stays Connected and
+    /// stops serving the ring would otherwise hold its requests, and the
+    /// disk's removal, forever.
+    pub fn answered_nothing_since_last_timeout(&mut self) -> bool {
+        let now = self.stats.responses;
+        core::mem::replace(&mut self.responses_at_timeout, now) == now
     }
 
     /// The backend broke the protocol (`fault`): every request in flight

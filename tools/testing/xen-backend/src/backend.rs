@@ -32,6 +32,11 @@ const CLOSED: u32 = 6;
 /// the vbd anyway (as `xl block-detach --force` would).
 const CLOSE_WAIT: Duration = Duration::from_secs(15);
 
+/// stall-connected: how long the backend's nodes stay (Connected) after
+/// the frontend's node was removed, before the backend leaves: the
+/// frontend's removal reads the backend's state meanwhile.
+const FORCED_REMOVAL_GAP: Duration = Duration::from_secs(5);
+
 /// The command line.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -153,6 +158,7 @@ impl Backend {
             stats: Stats::default(),
             refuse_flush: cfg.scenario == Some(Scenario::FlushNotSupported),
             fail_flush: cfg.scenario == Some(Scenario::FlushError),
+            refuse_discard: cfg.scenario == Some(Scenario::DiscardNotSupported),
             keep_data_grants: false,
             kept: Vec::new(),
             keep_next_read: false,
@@ -244,6 +250,9 @@ impl Backend {
                 return;
             }
             while self.rings[q].req_cons != rp {
+                if self.stops_consuming() {
+                    break;
+                }
                 let idx = self.rings[q].req_cons;
                 let bytes = self.rings[q].request(idx);
                 self.rings[q].req_cons = idx.wrapping_add(1);
@@ -258,7 +267,7 @@ impl Backend {
                 self.answer(q, rsp, &req);
             }
             self.push(q);
-            if !self.rings[q].more_requests() {
+            if self.stops_consuming() || !self.rings[q].more_requests() {
                 return;
             }
         }

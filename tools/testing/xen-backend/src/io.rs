@@ -106,6 +106,8 @@ pub struct Disk {
     pub refuse_flush: bool,
     /// Flushes answered `BLKIF_RSP_ERROR` (they carry no data).
     pub fail_flush: bool,
+    /// Discards answered `BLKIF_RSP_EOPNOTSUPP` although offered.
+    pub refuse_discard: bool,
     /// Data grants are not unmapped after the response (kept here).
     pub keep_data_grants: bool,
     /// Mappings kept on purpose (misbehaviour), unmapped at exit.
@@ -187,6 +189,9 @@ impl Disk {
             return BLKIF_RSP_EOPNOTSUPP;
         }
         self.stats.discards += 1;
+        if self.refuse_discard {
+            return BLKIF_RSP_EOPNOTSUPP;
+        }
         match sector.checked_add(nr) {
             Some(end) if end <= self.sectors => {
                 status(punch_hole(self.file.as_raw_fd(), sector * 512, nr * 512).is_ok())

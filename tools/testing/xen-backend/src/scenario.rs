@@ -44,6 +44,11 @@ pub enum Scenario {
     IndirectBadOperation,
     /// Requests consumed and never answered.
     Stall,
+    /// Requests left on the ring, never consumed (so never mapped), while
+    /// the backend stays Connected, through the detach too: the toolstack
+    /// then removes the frontend's node first, as `xl block-detach
+    /// --force` does, the backend's state still Connected.
+    StallConnected,
     /// Responses held until the frontend has disconnected, then written.
     AnswerAfterDisconnect,
     /// The backend goes to Closing with requests in flight.
@@ -81,6 +86,9 @@ pub enum Scenario {
     /// Flushes answered with `BLKIF_RSP_ERROR`: the cache did not reach
     /// stable storage.
     FlushError,
+    /// `feature-discard` offered, every discard answered with
+    /// `BLKIF_RSP_EOPNOTSUPP`.
+    DiscardNotSupported,
 }
 
 /// Every scenario with its name on the command line.
@@ -95,6 +103,7 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("rsp-prod-storm", Scenario::RspProdStorm),
     ("indirect-bad-operation", Scenario::IndirectBadOperation),
     ("stall", Scenario::Stall),
+    ("stall-connected", Scenario::StallConnected),
     ("answer-after-disconnect", Scenario::AnswerAfterDisconnect),
     ("closing-mid-io", Scenario::ClosingMidIo),
     ("killed", Scenario::Killed),
@@ -113,6 +122,7 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("barrier-only", Scenario::BarrierOnly),
     ("flush-not-supported", Scenario::FlushNotSupported),
     ("flush-error", Scenario::FlushError),
+    ("discard-not-supported", Scenario::DiscardNotSupported),
 ];
 
 /// When a scenario strikes.
@@ -122,6 +132,8 @@ pub enum Strike {
     Keys,
     /// On every flush, from the first.
     Flushes,
+    /// On every discard, from the first.
+    Discards,
     /// Once [`TRIGGER_AFTER`] requests were served; the backend then
     /// writes its `test-fired` node.
     Trigger,
@@ -149,6 +161,10 @@ impl Scenario {
             Scenario::RspProdStorm => (Trigger, Eio, true),
             Scenario::IndirectBadOperation => (Trigger, Eio, true),
             Scenario::Stall => (Trigger, Eio, true),
+            // Nothing tells the frontend that the backend is gone but the
+            // time its requests wait: they must end (with EIO) once the
+            // ring answered nothing for a whole timeout period, named once.
+            Scenario::StallConnected => (Trigger, Eio, true),
             // The requests held fail when the disk goes; the answers come
             // once the frontend has closed, with nothing left to check.
             Scenario::AnswerAfterDisconnect => (Trigger, Eio, false),
@@ -181,6 +197,9 @@ impl Scenario {
             // empty flush's error as success and stops flushing). fio's
             // plain writes carry no flush.
             Scenario::FlushError => (Flushes, Succeeds, false),
+            // The refusal withdraws discard (named once): the queue stops
+            // advertising it. fio sends no discard.
+            Scenario::DiscardNotSupported => (Discards, Succeeds, true),
         };
         Expect {
             strikes,
@@ -200,6 +219,7 @@ impl hostile_scenarios::Scenario for Scenario {
         match s {
             Strike::Keys => "keys",
             Strike::Flushes => "flushes",
+            Strike::Discards => "discards",
             Strike::Trigger => "trigger",
             Strike::Teardown => "teardown",
         }

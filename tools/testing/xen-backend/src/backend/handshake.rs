@@ -258,7 +258,11 @@ impl Backend {
             }
             log("detach requested");
             self.detach_since = Some(Instant::now());
-            self.set_state(CLOSING);
+            if self.cfg.scenario == Some(Scenario::StallConnected) {
+                log("staying Connected");
+            } else {
+                self.set_state(CLOSING);
+            }
         }
         let closed = matches!(
             self.fe_read("state").as_deref().map(str::trim),
@@ -273,6 +277,15 @@ impl Backend {
                 "frontend still in state {:?} after {CLOSE_WAIT:?}: removing the vbd anyway",
                 self.fe_read("state")
             ));
+        }
+        if self.cfg.scenario == Some(Scenario::StallConnected) {
+            // The frontend's node goes first, its backend's state still
+            // Connected (as `xl block-detach --force` leaves it): the
+            // frontend's removal finds the backend serving and must not
+            // wait for its requests.
+            self.xs.rm(&self.fe);
+            log("frontend node removed, the state Connected");
+            std::thread::sleep(FORCED_REMOVAL_GAP);
         }
         self.answer_late();
         self.disconnect();

@@ -25,6 +25,21 @@ impl Backend {
         let _ = self.xs.write(&format!("{}/test-fired", self.be), what);
     }
 
+    /// stall-connected: once armed, no request is taken off the ring any
+    /// more (their grants are never mapped); the state stays Connected.
+    pub(super) fn stops_consuming(&mut self) -> bool {
+        if self.cfg.scenario != Some(Scenario::StallConnected) {
+            return false;
+        }
+        if self.fired.is_none() {
+            if self.armed().is_none() {
+                return false;
+            }
+            self.fire("requests left on the ring from now on, the state Connected");
+        }
+        true
+    }
+
     /// Writes one response, or what the scenario makes of it.
     pub(super) fn answer(&mut self, q: usize, mut rsp: BlkifResponse, req: &Request) {
         if self.holding {

@@ -72,6 +72,11 @@ fn rejects_bad_pieces() {
         map_pieces(&p(0, 513), 32, &mut out),
         Err(MapError::Misaligned(0))
     );
+    // Offset and length off by the same amount: each misaligned on its own.
+    assert_eq!(
+        map_pieces(&p(100, 612), 32, &mut out),
+        Err(MapError::Misaligned(0))
+    );
     assert_eq!(
         map_pieces(&p(0, 0), 32, &mut out),
         Err(MapError::EmptyPiece(0))

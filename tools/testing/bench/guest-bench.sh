@@ -683,6 +683,7 @@ attach_unbind() { # DRIVER
 }
 exp_attach() {
     local devs n r k drv ms
+    echo "BENCH-PHASE attach start $(cut -d' ' -f1 /proc/uptime)"
     devs=$(vblk_devs); n=$(echo $devs | wc -w)
     check "attach: $n virtio-blk devices, none bound" [ "$n" -gt 0 -a "$(nvd)" -eq 0 ] || return 1
     echo 0 > /sys/bus/virtio/drivers_autoprobe

@@ -6,7 +6,8 @@
 #            memory (MEMDISKS virtio-blk disks of MEMSIZE, 2 queues each;
 #            MEMPOINTS: disk counts measured between 1 and MEMDISKS);
 #            attach (every virtio-blk device of the boot; ATTACHDISKS: the
-#            counts timed besides all of them); "memory attach" both;
+#            counts timed besides all of them, ATTACHREPS repetitions,
+#            default REPS); "memory attach" both;
 #            latency (LWL workloads: qd1 qd32 seqwrite, over the first
 #            LATSIZE of the disk, in MiB with an M: 64M) or xlatency (the
 #            same on Xen, xen-guest.sh -2);
@@ -693,7 +694,7 @@ exp_attach() {
         attach_run $drv "$n" > /dev/null
         check "attach: $drv: unbind after the unmeasured round" attach_unbind $drv || return 1
     done
-    for r in $(seq 1 "$REPS"); do
+    for r in $(seq 1 "${ATTACHREPS:-$REPS}"); do
         for k in $(echo $ATTACHDISKS | tr ' ' '\n' | awk -v n="$n" '$1 < n') "$n"; do
             for drv in c rs c_again; do
                 ms=$(attach_run ${drv%_again} "$k")

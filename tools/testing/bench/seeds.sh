@@ -110,8 +110,9 @@ ppairs=${BENCH_PROFILE_PAIRS:-$((smoke ? 1 : 2))}
 # boot then costs about what it did before attach came in).
 memdisks=$((smoke ? 8 : 32)) mempoints=8 memsize=64M
 ((smoke)) && mempoints=
-# attach: 1 disk besides all of them.
-attachdisks=1
+# attach: 1 disk besides all of them; 8 repetitions (a run takes well
+# under a second, and TCG timing needs them for a spread to read).
+attachdisks=1 areps=${BENCH_REPS:-$((smoke ? 1 : 8))}
 # latency, xlatency: 5 s per fio run (virtio: thousands of requests even at
 # QD1 under TCG, so that p99.9 rests on more than a handful of samples; a
 # Xen domU does a few hundred), 4 repetitions of each label (virtio: C,
@@ -126,7 +127,7 @@ cat > "$out/config.json" <<JSON
  "segs": $(js "$segs"), "bss": $(js "$bss"), "abss": $(js "$abss"), "vwl": $(js "$vwl"),
  "ops": $(js "$ops"), "pops": $(js "$pops"), "persistent": $(js "$persist"), "jobs": $jobs, "ndomu": $ndomu,
  "memdisks": $memdisks, "mempoints": $(js "$(echo 1 $mempoints $memdisks | tr ' ' '\n' | awk '$1 > 0' | sort -nu | tr '\n' ' ' | sed 's/ $//')"),
- "attachdisks": $(js "$(echo $attachdisks $memdisks | tr ' ' '\n' | sort -nu | tr '\n' ' ' | sed 's/ $//')"), "attach_reps": $reps, "latency_reps": $lreps, "latency_runtime": $lrt, "lwl": $(js "$lwl")}
+ "attachdisks": $(js "$(echo $attachdisks $memdisks | tr ' ' '\n' | sort -nu | tr '\n' ' ' | sed 's/ $//')"), "attach_reps": $areps, "latency_reps": $lreps, "latency_runtime": $lrt, "lwl": $(js "$lwl")}
 JSON
 
 # guest_script NAME VAR=VALUE...: the guest script with its settings.
@@ -217,7 +218,7 @@ ml=bench-${mexps%% *}
 [ -n "$mexps" ] && QEMU_BUSES="$(for b in $(seq 0 $(((memdisks - 1) / 16))); do echo -n "-device pci-bridge,id=pb$b,chassis_nr=$((b + 1)) "; done)" \
     run $ml "$T/virtio-guest.sh" -l $ml -t $((smoke ? 420 : 1800)) \
     $(for i in $(seq 0 $((memdisks - 1))); do echo "-d $memsize,num-queues=2,bus=pb$((i / 16)),addr=$((i % 16 + 1))"; done) \
-    "$(guest_script $ml "${common[@]}" "EXPS='$mexps'" MEMDISKS=$memdisks "MEMPOINTS='$mempoints'" MEMSIZE=$memsize "ATTACHDISKS='$attachdisks'")"
+    "$(guest_script $ml "${common[@]}" "EXPS='$mexps'" MEMDISKS=$memdisks "MEMPOINTS='$mempoints'" MEMSIZE=$memsize "ATTACHDISKS='$attachdisks'" ATTACHREPS=$areps)"
 # latency: one small disk; 64 MiB of it written first, then read or
 # written by every run.
 want latency && run bench-latency "$T/virtio-guest.sh" -l bench-latency -d 256M -t $((smoke ? 240 : 1200)) \

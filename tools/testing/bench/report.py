@@ -345,7 +345,7 @@ if "memory" in cfg["exps"]:
                     dat += f"{k} {s_[1]} {s_[0]} {s_[2]}\n"
             dat += "\n\n"
     plot = ("set multiplot layout 1,3 title 'virtio-blk: memory against disks (2 queues each; median, min-max bars)'\n"
-            "set key top left inside\nset xlabel 'disks'\nset ylabel 'KiB'\nset xrange [0:*]\nset yrange [0:*]\n")
+            "set key top left inside\nset xlabel 'disks'\nset ylabel 'KiB'\nset xrange [0:*]\n")
     for j, (metric, title) in enumerate(MEM):
         plot += (f"set title '{title}'\nplot 'DAT' index {2 * j} using 1:2:3:4 with yerrorlines lw 2 lc rgb '#1f77b4' title 'C virtio_blk', "
                  f"'' index {2 * j + 1} using 1:2:3:4 with yerrorlines lw 2 lc rgb '#d62728' title 'ours'\n")

@@ -61,7 +61,7 @@ while (($#)); do
         --out=*) out=${1#--out=} ;;
         --exp) exps=${2:?--exp LIST}; shift ;;
         --exp=*) exps=${1#--exp=} ;;
-        -h|--help) sed -n '3,46p' "$0"; exit 0 ;;
+        -h|--help) sed -n '3,51p' "$0"; exit 0 ;;
         *) die "usage: $0 [--smoke] [--exp LIST] [--out DIR]" ;;
     esac
     shift

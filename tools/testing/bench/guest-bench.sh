@@ -703,8 +703,8 @@ exp_attach() {
             done
         done
     done
-    unload virtio_blk_rs
-    unload virtio_blk
+    check "attach: rmmod virtio_blk_rs" unload virtio_blk_rs
+    check "attach: rmmod virtio_blk" unload virtio_blk
     echo 1 > /sys/bus/virtio/drivers_autoprobe
 }
 

@@ -17,7 +17,10 @@
 # "HOST-CMD: device_del vd0": disks are drive d<N>, device vd<N>.
 # Environment: KDIR (default: the cached test kernel), KO_DIR (default: repo),
 # GUEST_FILES (more files for the guest: "SRC:DEST ..."),
-# QEMU_EXTRA (more QEMU arguments), KERNEL_APPEND (more kernel command line),
+# QEMU_EXTRA (more QEMU arguments, after the disks), QEMU_BUSES (QEMU
+# arguments before the disks: the buses their -d options name, e.g.
+# "-device pci-bridge,id=pb0,chassis_nr=1" for "-d 64M,bus=pb0,addr=1"),
+# KERNEL_APPEND (more kernel command line),
 # SMP (guest CPUs, default 2), PCIE=1 (a q35 machine with each disk behind a
 # PCIe root port of its own: the device then has PCIe function level reset),
 # S3=1 (the machine offers ACPI S3 suspend to RAM; one vCPU), KERNEL_IMAGE and C_KO
@@ -102,7 +105,7 @@ boot() { # [MORE KERNEL COMMAND LINE]
         -nographic -monitor "unix:$work/monitor.sock,server,nowait" -serial stdio -no-reboot \
         -kernel "${KERNEL_IMAGE:-$KDIR/arch/x86/boot/bzImage}" -initrd "$work/initramfs.cpio.gz" \
         -append "console=ttyS0 panic=-1 quiet loglevel=6 ${KERNEL_APPEND:-} $*" \
-        "${qemu_disks[@]}" "${s3[@]}" ${QEMU_EXTRA:-} < /dev/null >> "$log" 2>&1
+        ${QEMU_BUSES:-} "${qemu_disks[@]}" "${s3[@]}" ${QEMU_EXTRA:-} < /dev/null >> "$log" 2>&1
     rc=$?
     set -e
     if ((rc == 124)); then echo "GUEST-TIMEOUT after ${timeout}s" >> "$log"; fi

@@ -3,7 +3,11 @@
 # the settings below and passes the result to virtio-guest.sh / xen-guest.sh
 # as the guest's /test.sh:
 #   EXPS     experiments to run here: indirect persist align; virtio;
-#            memory (MEMDISKS virtio-blk disks of MEMSIZE, 2 queues each);
+#            memory (MEMDISKS virtio-blk disks of MEMSIZE, 2 queues each;
+#            MEMPOINTS: disk counts measured between 1 and MEMDISKS);
+#            attach (every virtio-blk device of the boot; ATTACHDISKS: the
+#            counts timed besides all of them, ATTACHREPS repetitions,
+#            default REPS); "memory attach" both;
 #            latency (LWL workloads: qd1 qd32 seqwrite, over the first
 #            LATSIZE of the disk, in MiB with an M: 64M) or xlatency (the
 #            same on Xen, xen-guest.sh -2);
@@ -36,7 +40,7 @@
 : "${EXPS:=}" "${REPS:=3}" "${RT:=3}" "${SEGS:=32}" "${BSS:=4k 64k 1M}"
 : "${ABSS:=512 2k 4k 8k}" "${VWL:=qd1 qd32 seqread seqwrite}" "${OPS:=write read}"
 : "${PERSIST:=?}" "${JOBS:=1}" "${POPS:=randread}" "${CWL:=rr4k seqread seqwrite}"
-: "${LWL:=qd1 qd32 seqwrite}" "${LATSIZE:=64M}"
+: "${LWL:=qd1 qd32 seqwrite}" "${LATSIZE:=64M}" "${MEMPOINTS:=}" "${ATTACHDISKS:=1}"
 : "${BLKNDOMU:=1}" "${BLKDOMU:=1}" "${BLKT0:=0}" "${SLOTPAD:=5}"
 DOMU=; [ "$BLKNDOMU" -gt 1 ] && DOMU=" domu=$BLKDOMU ndomu=$BLKNDOMU"
 K=0 LATE=0
@@ -531,8 +535,9 @@ exp_xlatency() {
 # What a driver takes per disk: every virtio-blk device of the boot (the
 # host gives MEMDISKS of them, 2 queues each) is left unbound
 # (drivers_autoprobe off), the driver loaded, one device bound
-# (drivers_probe), then the others. Before the load, after the first disk
-# and after the last: free memory, Slab and SUnreclaim of /proc/meminfo,
+# (drivers_probe), then the others. Before the load, after the first disk,
+# after each count of MEMPOINTS in between ("8": also with 8 disks) and
+# after the last: free memory, Slab and SUnreclaim of /proc/meminfo,
 # each after dropping the caches (a disk's partition scan fills the page
 # cache) and giving every slab cache's empty slabs back (so that objects
 # the previous driver freed do not serve the next one's allocations
@@ -579,7 +584,7 @@ slab_kib() { # the slab caches' sizes in KiB (/proc/slabinfo: name, objects, obj
     awk 'NR > 2 { printf "%s %d\n", $1, $3 * $4 / 1024 }' /proc/slabinfo
 }
 exp_memory() {
-    local drv mod ko devs n base one all d r w kib bw iops mkib
+    local drv mod ko devs n base one all d r w kib bw iops mkib k
     devs=$(vblk_devs); n=$(echo $devs | wc -w)
     check "memory: $n virtio-blk devices (want ${MEMDISKS:-8})" [ "$n" -eq "${MEMDISKS:-8}" ] || return 1
     # Drivers bind only when told to: the disks come one by one.
@@ -601,7 +606,17 @@ exp_memory() {
         echo "$1" > /sys/bus/virtio/drivers_probe
         check "memory $drv: the first disk appears" wait_nvd 1 && one=$(mem_snap) && slab_kib > /tmp/slab1
         shift
-        for d in "$@"; do echo "$d" > /sys/bus/virtio/drivers_probe; done
+        # The devices bound so far; a snapshot at each count of MEMPOINTS
+        # between 1 and all.
+        k=1
+        for d in "$@"; do
+            echo "$d" > /sys/bus/virtio/drivers_probe
+            k=$((k + 1))
+            if [ -n "$one" ] && [ "$k" -lt "$n" ] && echo " $MEMPOINTS " | grep -q " $k " &&
+                check "memory $drv: $k disks appear" wait_nvd "$k"; then
+                mem_line $drv "$k" $r "$base" "$(mem_snap)" "$mkib"
+            fi
+        done
         if [ -n "$one" ] && check "memory $drv: $n disks appear" wait_nvd "$n"; then
             all=$(mem_snap)
             d=$(vdisk)
@@ -633,8 +648,69 @@ exp_memory() {
     done
 }
 
+# ------------------------------------------------------------- attach ----
+# How long a driver takes to bring disks up: both modules loaded while
+# every virtio-blk device is unbound (drivers_autoprobe off), then per run
+# the first COUNT devices written to the driver's bind file, one after the
+# other, and the time from the first write until the COUNT-th disk is in
+# /sys/block (probe, add_disk and its partition scan: what a user waits
+# for before the disk can be opened), then every device unbound again.
+# Each repetition runs C, ours and C again (c_again: C against C, the A/A
+# spread), for each count of ATTACHDISKS and for all devices; one
+# unmeasured round of each driver first takes what the boot and a
+# driver's first bind set up once.
+now_ns() { sed -n 's/^now at \([0-9]*\) nsecs$/\1/p;3q' /proc/timer_list; }
+vdrv_dir() { if [ "$1" = rs ]; then echo /sys/bus/virtio/drivers/virtio_blk_rs; else echo /sys/bus/virtio/drivers/virtio_blk; fi; }
+attach_run() { # DRIVER COUNT: prints the milliseconds, or NA
+    local dir t0 t1 d
+    dir=$(vdrv_dir "$1")
+    set -- $(echo $devs | cut -d' ' -f1-"$2")
+    t0=$(now_ns)
+    for d in "$@"; do echo "$d" > "$dir/bind"; done
+    while [ "$(nvd)" -lt $# ]; do
+        t1=$(now_ns)
+        [ $((t1 - t0)) -lt 30000000000 ] || { echo NA; return 1; }
+        sleep 0.01
+    done
+    t1=$(now_ns)
+    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f\n", (b - a) / 1e6 }'
+}
+attach_unbind() { # DRIVER
+    local dir d
+    dir=$(vdrv_dir "$1")
+    for d in "$dir"/virtio*; do [ -e "$d" ] && echo "$(basename "$d")" > "$dir/unbind"; done
+    for d in $(seq 1 80); do [ "$(nvd)" -eq 0 ] && return 0; sleep 0.25; done
+    return 1
+}
+exp_attach() {
+    local devs n r k drv ms
+    echo "BENCH-PHASE attach start $(cut -d' ' -f1 /proc/uptime)"
+    devs=$(vblk_devs); n=$(echo $devs | wc -w)
+    check "attach: $n virtio-blk devices, none bound" [ "$n" -gt 0 -a "$(nvd)" -eq 0 ] || return 1
+    echo 0 > /sys/bus/virtio/drivers_autoprobe
+    check "attach: insmod virtio_blk" insmod /lib/modules/virtio_blk.ko || return 1
+    check "attach: insmod virtio_blk_rs" insmod /lib/modules/virtio_blk_rs.ko || return 1
+    for drv in c rs; do
+        attach_run $drv "$n" > /dev/null
+        check "attach: $drv: unbind after the unmeasured round" attach_unbind $drv || return 1
+    done
+    for r in $(seq 1 "${ATTACHREPS:-$REPS}"); do
+        for k in $(echo $ATTACHDISKS | tr ' ' '\n' | awk -v n="$n" '$1 < n') "$n"; do
+            for drv in c rs c_again; do
+                ms=$(attach_run ${drv%_again} "$k")
+                bench_line "exp=attach driver=$drv disks=$k rep=$r attach_ms=$ms"
+                check "attach $drv $k: unbind" attach_unbind ${drv%_again} || return 1
+            done
+        done
+    done
+    check "attach: rmmod virtio_blk_rs" unload virtio_blk_rs
+    check "attach: rmmod virtio_blk" unload virtio_blk
+    echo 1 > /sys/bus/virtio/drivers_autoprobe
+}
+
 case $EXPS in
-    virtio | calib | memory | latency | xlatency) exp_$EXPS ;;
+    virtio | calib | memory | latency | xlatency | attach) exp_$EXPS ;;
+    "memory attach") exp_memory; exp_attach ;;
     # C binds a vbd once per boot: compare and profile share one setup.
     compare | profile | "compare profile" | "calib compare profile")
         if both_drivers_up "$EXPS"; then

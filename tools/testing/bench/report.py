@@ -20,7 +20,7 @@ import sys
 
 METRICS = ("mbps", "iops", "reqs_per_mib", "blk_reqs_per_mib", "copied_per_mib", "notifs_per_req",
            "reqs", "dom0_notifs_per_req", "cpu_us_per_req", "irqs_per_req",
-           "memfree_kib", "slab_kib", "sunreclaim_kib", "module_kib")
+           "memfree_kib", "slab_kib", "sunreclaim_kib", "module_kib", "attach_ms")
 LINE = re.compile(r"(BENCH(?:-INFO)?) (exp=\S+(?: \S+=\S*)*)")
 # dom0's answer to a guest's mark (tools/testing/xen/blkif-irqs).
 DOM0 = re.compile(r"BENCH-DOM0 mark=(\d+) irqs=(\d+)")
@@ -310,27 +310,46 @@ if "memory" in cfg["exps"]:
                 if dict(ident).get("exp") == "memory" and dict(ident).get("driver") == drv
                 and dict(ident).get("disks") == str(disks) for r in rs}
 
-    per, csvrows = {}, []
+    # The disk counts measured between 1 and n (seeds.sh: mempoints).
+    pts = [int(k) for k in cfg.get("mempoints", [1, n])]
+    per, csvrows, curves = {}, [], {}
     for drv in ("c", "rs"):
         i = info.get(drv, {})
         rows = []
         for metric, title in MEM:
             lab = f"memory {drv}"
-            one = point({"exp": "memory", "driver": drv, "disks": "1"}, metric, label=f"{lab} 1 disk")
-            all_ = point({"exp": "memory", "driver": drv, "disks": str(n)}, metric, label=f"{lab} {n} disks")
+            at = {k: point({"exp": "memory", "driver": drv, "disks": str(k)}, metric, label=f"{lab} {k} disk(s)") for k in pts}
             a, b = by_rep(drv, 1, metric), by_rep(drv, n, metric)
             # Per repetition, so that what one snapshot's noise adds to
             # both of its points cancels out.
             slopes = [(b[k] - a[k]) / (n - 1) for k in a if a[k] is not None and b.get(k) is not None]
             pd = (min(slopes), statistics.median(slopes), max(slopes), len(slopes)) if slopes else None
             per[(drv, metric)] = pd
-            rows.append([title, rng(one, 0), rng(all_, 0), rng(pd, 0)])
-            csvrows.append([drv, metric] + [None if x is None else x[1] for x in (one, all_, pd)] + [None])
+            curves[(drv, metric)] = at
+            rows.append([title] + [rng(at[k], 0) for k in pts] + [rng(pd, 0)])
+            csvrows.append([drv, metric] + [None if at[k] is None else at[k][1] for k in pts] + [None if pd is None else pd[1], None])
         mod = point({"exp": "memory", "driver": drv, "disks": "1"}, "module_kib", label=f"memory {drv} module")
-        table(f"Memory, {names[drv]}, KiB median [min-max]: with 1 disk (module included: {f(mod, 0)} KiB), with {n} disks, "
+        table(f"Memory, {names[drv]}, KiB median [min-max]: with {', '.join(map(str, pts))} disks (module included: {f(mod, 0)} KiB), "
               f"and per disk ({n} disks - 1 disk) / {n - 1}; {i.get('queues', '?')} queues x {i.get('nr_requests', '?')} requests, "
               f"max_segments {i.get('max_segments', '?')}",
-              ["measure", "1 disk", f"{n} disks", "per disk"], rows)
+              ["measure"] + [f"{k} disk{'s' if k > 1 else ''}" for k in pts] + ["per disk"], rows)
+    # Memory against the number of disks, a panel per measure, a line per
+    # driver (median, min-max bars).
+    dat = ""
+    for metric, title in MEM:
+        for drv in ("c", "rs"):
+            dat += f"# {title}, {names[drv]}: disks median min max\n"
+            for k in pts:
+                s_ = curves[(drv, metric)][k]
+                if s_:
+                    dat += f"{k} {s_[1]} {s_[0]} {s_[2]}\n"
+            dat += "\n\n"
+    plot = ("set multiplot layout 1,3 title 'virtio-blk: memory against disks (2 queues each; median, min-max bars)'\n"
+            "set key top left inside\nset xlabel 'disks'\nset ylabel 'KiB'\nset xrange [0:*]\n")
+    for j, (metric, title) in enumerate(MEM):
+        plot += (f"set title '{title}'\nplot 'DAT' index {2 * j} using 1:2:3:4 with yerrorlines lw 2 lc rgb '#1f77b4' title 'C virtio_blk', "
+                 f"'' index {2 * j + 1} using 1:2:3:4 with yerrorlines lw 2 lc rgb '#d62728' title 'ours'\n")
+    gnuplot("memory", plot + "unset multiplot\n", dat)
     rows = []
     for metric, title in MEM:
         c, r = per.get(("c", metric)), per.get(("rs", metric))
@@ -345,7 +364,38 @@ if "memory" in cfg["exps"]:
             csvrows.append([drv, wl, None, None, None, None if p[drv] is None else p[drv][1]])
     table(f"Throughput in the same boot ({n} disks bound, fio on the first; C and ours alternating): MB/s median [min-max]",
           ["workload", "C virtio_blk", "ours", "ours/C", "ours/C per rep (geo mean)"], rows)
-    csv("memory", ["driver", "measure", "kib_1_disk", f"kib_{n}_disks", "kib_per_disk", "mbps_median"], csvrows)
+    csv("memory", ["driver", "measure"] + [f"kib_{k}_disk{'s' if k > 1 else ''}" for k in pts] + ["kib_per_disk", "mbps_median"], csvrows)
+
+# ---- 4e. attach time ----------------------------------------------------------------
+if "attach" in cfg["exps"]:
+    names = {"c": "C virtio_blk", "rs": "ours", "c_again": "C again"}
+    reps = cfg.get("attach_reps", cfg["reps"])
+    rows, csvrows, dat = [], [], "# disks, then per driver (C, ours, C again): median min max (ms)\n"
+    for k in cfg["attachdisks"]:
+        p = {drv: point({"exp": "attach", "driver": drv, "disks": str(k)}, "attach_ms", label=f"attach {drv} {k} disk(s)", reps=reps)
+             for drv in names}
+        pr = paired({"exp": "attach", "driver": "rs", "disks": str(k)}, {"exp": "attach", "driver": "c", "disks": str(k)}, "attach_ms")
+        aa = paired({"exp": "attach", "driver": "c_again", "disks": str(k)}, {"exp": "attach", "driver": "c", "disks": str(k)}, "attach_ms")
+        # As for latency: ours/C's geometric mean further from 1 than the
+        # furthest A/A ratio, either way; not judged on fewer than 3 pairs.
+        if pr is None or aa is None or aa[3] < 3:
+            seen = "-"
+        else:
+            seen = "yes" if abs(math.log(pr[4])) > max(abs(math.log(aa[0])), abs(math.log(aa[2]))) else "no"
+        per_disk = {drv: None if p[drv] is None else f"{p[drv][1] / int(k):.1f}" for drv in ("c", "rs")}
+        rows.append([k, rng(p["c"]), rng(p["rs"]), per_disk["c"] or "-", per_disk["rs"] or "-", rng(pr, 2), gm(pr), rng(aa, 2), gm(aa), seen])
+        for drv in names:
+            csvrows.append([k, drv] + mmm(p[drv]) + ([None] * 5 if drv != "rs" else mmm(pr) + [gm(pr)]) + (mmm(aa) + [gm(aa), seen] if drv == "rs" else [None] * 6))
+        dat += f"{k} " + " ".join("- - -" if p[drv] is None else f"{p[drv][1]} {p[drv][0]} {p[drv][2]}" for drv in names) + "\n"
+    table(f"Attach time (virtio-blk, disks of 2 queues; bind to /sys/block, ms): median [min-max] of {reps} repetitions, "
+          "C, ours and C again alternating in one boot; ours/C per repetition, median [min-max] and geometric mean; "
+          "the A/A spread: C again/C per repetition. 'beyond A/A' as for latency",
+          ["disks", "C virtio_blk", "ours", "C ms/disk", "ours ms/disk", "ours/C paired", "geomean", "A/A C/C paired", "A/A geomean", "beyond A/A"], rows)
+    csv("attach", ["disks", "driver", "n", "min_ms", "median_ms", "max_ms", "rs_per_c_n", "rs_per_c_min", "rs_per_c_median",
+                   "rs_per_c_max", "rs_per_c_geomean", "aa_n", "aa_min", "aa_median", "aa_max", "aa_geomean", "beyond_aa"], csvrows)
+    gnuplot("attach", "set title 'virtio-blk: time from bind to the last disk in /sys/block (median, min-max bars)'\nset style data histogram\n"
+            "set style histogram errorbars gap 1 lw 1\nset style fill solid 0.6 border -1\nset xlabel 'disks'\nset ylabel 'ms'\nset yrange [0:*]\n"
+            "plot 'DAT' using 2:3:4:xtic(1) title 'C virtio_blk', '' using 5:6:7 title 'ours', '' using 8:9:10 title 'C again'\n", dat)
 
 # ---- 4c/4d. latency: completion-latency percentiles from fio's JSON -------------
 LAT_EXPS = [e for e in ("latency", "xlatency") if e in cfg["exps"]]

@@ -12,8 +12,12 @@
 #  4. virtio               4k QD1/QD32 randread, 4k QD1 polled randread
 #                          (poll_queues=1, io_uring hipri), 1M seq read/write
 #  4b. memory              virtio: memory per disk (MemFree, Slab,
-#                          SUnreclaim) with 1 and 8 disks of 2 queues, and
-#                          1M seq read/write QD8, C and ours in one boot
+#                          SUnreclaim) with 1, 8 and 32 disks of 2 queues,
+#                          and 1M seq read/write QD8, C and ours in one boot
+#  4e. attach              virtio: time from binding 1 and 32 disks to the
+#                          driver until the last is in /sys/block; C, ours
+#                          and C again alternating (the A/A spread), in
+#                          memory's boot when both are asked for
 #  4c. latency             virtio: completion latency p50/p99/p99.9 (fio
 #                          JSON) of 4k randread QD1 and QD32 and 1M seq
 #                          write QD4; C, ours and C again alternating in
@@ -35,7 +39,7 @@
 #                          perf in the domU (needs the host's perf binary)
 #
 # --exp LIST: only these experiments (comma-separated names above; default
-# 1-5 with 4b and 4c). `seeds.sh --exp compare,calib` is the Xen C-vs-ours benchmark with
+# 1-5 with 4b, 4c and 4e). `seeds.sh --exp compare,calib` is the Xen C-vs-ours benchmark with
 # its calibration. Compare, calib and profile pin dom0 and the domU to their
 # own CPU (xen-guest.sh -P).
 # Prints the tables; writes <exp>.csv, <exp>.png, logs/ and checks.txt into
@@ -49,7 +53,7 @@ set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 T=$REPO/tools/testing
 
-smoke=0 out= exps=indirect,persist,align,virtio,memory,latency,compare
+smoke=0 out= exps=indirect,persist,align,virtio,memory,attach,latency,compare
 while (($#)); do
     case $1 in
         --smoke) smoke=1 ;;
@@ -57,13 +61,13 @@ while (($#)); do
         --out=*) out=${1#--out=} ;;
         --exp) exps=${2:?--exp LIST}; shift ;;
         --exp=*) exps=${1#--exp=} ;;
-        -h|--help) sed -n '3,42p' "$0"; exit 0 ;;
+        -h|--help) sed -n '3,51p' "$0"; exit 0 ;;
         *) die "usage: $0 [--smoke] [--exp LIST] [--out DIR]" ;;
     esac
     shift
 done
 for e in ${exps//,/ }; do
-    [[ $e =~ ^(indirect|persist|align|virtio|memory|latency|xlatency|compare|calib|profile)$ ]] || die "--exp: unknown experiment '$e'"
+    [[ $e =~ ^(indirect|persist|align|virtio|memory|attach|latency|xlatency|compare|calib|profile)$ ]] || die "--exp: unknown experiment '$e'"
 done
 want() { [[ ,$exps, == *,$1,* ]]; }
 out=${out:-$CACHE/bench-results}
@@ -101,8 +105,13 @@ creps=$((2 * chalf))
 # swapped boot runs the same code.
 swaps="0 1"; ((smoke)) && swaps=0
 ppairs=${BENCH_PROFILE_PAIRS:-$((smoke ? 1 : 2))}
-# memory: 8 small disks of 2 queues (QEMU's default 256 requests each).
-memdisks=8 memsize=64M
+# memory, attach: 32 small disks of 2 queues (QEMU's default 256 requests
+# each), memory also measured at 8 of them; the smoke run 8 disks and a
+# point at 4 (the same code, in a boot a third as long).
+memdisks=$((smoke ? 8 : 32)) mempoints=$((smoke ? 4 : 8)) memsize=64M
+# attach: 1 disk besides all of them; 8 repetitions (a run takes well
+# under a second, and TCG timing needs them for a spread to read).
+attachdisks=1 areps=${BENCH_REPS:-$((smoke ? 1 : 8))}
 # latency, xlatency: 5 s per fio run (virtio: thousands of requests even at
 # QD1 under TCG, so that p99.9 rests on more than a handful of samples; a
 # Xen domU does a few hundred), 4 repetitions of each label (virtio: C,
@@ -116,7 +125,8 @@ cat > "$out/config.json" <<JSON
  "compare_reps": $((chalf * $(echo $swaps | wc -w))), "cwl": $(js "$cwl"), "pwl": $(js "$pwl"), "profile_pairs": $ppairs,
  "segs": $(js "$segs"), "bss": $(js "$bss"), "abss": $(js "$abss"), "vwl": $(js "$vwl"),
  "ops": $(js "$ops"), "pops": $(js "$pops"), "persistent": $(js "$persist"), "jobs": $jobs, "ndomu": $ndomu,
- "memdisks": $memdisks, "latency_reps": $lreps, "latency_runtime": $lrt, "lwl": $(js "$lwl")}
+ "memdisks": $memdisks, "mempoints": $(js "$(echo 1 $mempoints $memdisks | tr ' ' '\n' | awk '$1 > 0' | sort -nu | tr '\n' ' ' | sed 's/ $//')"),
+ "attachdisks": $(js "$(echo $attachdisks $memdisks | tr ' ' '\n' | sort -nu | tr '\n' ' ' | sed 's/ $//')"), "attach_reps": $areps, "latency_reps": $lreps, "latency_runtime": $lrt, "lwl": $(js "$lwl")}
 JSON
 
 # guest_script NAME VAR=VALUE...: the guest script with its settings.
@@ -198,9 +208,16 @@ want profile && ((!profile_in_compare)) && DOMU_EXTRA_BINS=$perf run bench-xen-p
 want profile && grep -ah '^PROFILE' "$LOGDIR"/bench-xen-*.log | tr -d '\r' > "$out/profile.txt"
 want virtio && run bench-virtio "$T/virtio-guest.sh" -l bench-virtio -d 1G -t $((smoke ? 240 : 900)) \
     "$(guest_script bench-virtio "${common[@]}" "EXPS=virtio")"
-want memory && run bench-memory "$T/virtio-guest.sh" -l bench-memory -t $((smoke ? 420 : 900)) \
-    $(for i in $(seq 1 $memdisks); do echo "-d $memsize,num-queues=2"; done) \
-    "$(guest_script bench-memory "${common[@]}" "EXPS=memory" MEMDISKS=$memdisks MEMSIZE=$memsize)"
+# memory and attach: one boot with $memdisks disks when both are asked
+# for. The disks sit behind PCI bridges, 16 to a bridge: the pc machine's
+# own bus has fewer than 32 free slots.
+mexps=$(for e in memory attach; do want $e && echo -n "$e "; done)
+mexps=${mexps% }
+ml=bench-${mexps%% *}
+[ -n "$mexps" ] && QEMU_BUSES="$(for b in $(seq 0 $(((memdisks - 1) / 16))); do echo -n "-device pci-bridge,id=pb$b,chassis_nr=$((b + 1)) "; done)" \
+    run $ml "$T/virtio-guest.sh" -l $ml -t $((smoke ? 420 : 1800)) \
+    $(for i in $(seq 0 $((memdisks - 1))); do echo "-d $memsize,num-queues=2,bus=pb$((i / 16)),addr=$((i % 16 + 1))"; done) \
+    "$(guest_script $ml "${common[@]}" "EXPS='$mexps'" MEMDISKS=$memdisks "MEMPOINTS='$mempoints'" MEMSIZE=$memsize "ATTACHDISKS='$attachdisks'" ATTACHREPS=$areps)"
 # latency: one small disk; 64 MiB of it written first, then read or
 # written by every run.
 want latency && run bench-latency "$T/virtio-guest.sh" -l bench-latency -d 256M -t $((smoke ? 240 : 1200)) \

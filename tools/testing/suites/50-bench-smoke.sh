@@ -10,10 +10,10 @@ T=$(dirname "$0")/..
 RESULTS=${RESULTS:-$CACHE/results.txt}
 out=$CACHE/bench-smoke
 log=$(mktemp)
-RESULTS=$out/checks.txt bash "$T/bench/seeds.sh" --smoke --exp indirect,persist,align,virtio,memory,latency,compare,calib,profile \
+RESULTS=$out/checks.txt bash "$T/bench/seeds.sh" --smoke --exp indirect,persist,align,virtio,memory,attach,latency,compare,calib,profile \
     --out "$out" > "$log" 2>&1
 rc=$?
-for exp in indirect persistent align virtio memory latency compare calib profile; do
+for exp in indirect persistent align virtio memory attach latency compare calib profile; do
     if [ -s "$out/$exp.csv" ] && [ "$(wc -l < "$out/$exp.csv")" -gt 1 ]; then
         echo "pass bench-smoke: $exp.csv written ($(($(wc -l < "$out/$exp.csv") - 1)) rows)"
     else

@@ -201,6 +201,11 @@ fn encodes_direct_flush_discard() {
         encode_direct(&hdr, &[segs[0]; 12]),
         Err(MapError::TooManySegments { max: 11 })
     );
+    // Eleven, the most a direct request holds, all on the wire.
+    assert_eq!(
+        BlkifRequest::decode(&encode_direct(&hdr, &[segs[0]; 11]).unwrap()).nr_segments,
+        11
+    );
     // Flush with data (FUA write) and without.
     assert!(encode_direct(
         &RwHeader {
@@ -273,6 +278,14 @@ fn encodes_indirect_one_mib() {
         handle: 0,
         sector: 0,
     };
+    // The largest indirect request: every indirect page blkif allows.
+    let most = BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST * SEGS_PER_INDIRECT_FRAME;
+    let grefs: Vec<u32> = (0..BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST).collect();
+    let r = BlkifRequestIndirect::decode(&encode_indirect(&hdr, most, &grefs, most).unwrap());
+    assert_eq!(
+        (r.nr_segments, r.indirect_grefs),
+        (most as u16, [0, 1, 2, 3, 4, 5, 6, 7])
+    );
     let r = BlkifRequestIndirect::decode(&encode_indirect(&hdr, 256, &[77], 256).unwrap());
     assert_eq!(
         (

@@ -106,6 +106,33 @@ fn written_data_reads_back_in_every_grant_mode() {
 }
 
 #[test]
+fn requests_in_flight_together_keep_their_own_indirect_pages() {
+    // 1100 segments: three indirect pages a request. Two such requests in
+    // flight at once, answered only when both are on the ring: each slot's
+    // pages must be its own, or one request's descriptors overwrite the
+    // other's before the backend reads them.
+    let n = 1100;
+    let mut rig = plain(false, false, n);
+    rig.backend = xen_host::Backend::new(2 * n as usize * PAGE / 512);
+    pattern(&mut rig, 0, 64);
+    let cycle = |first: u32| -> Vec<_> { (0..n).map(|i| pages(first + i % 32, 1)[0]).collect() };
+    rig.submit(1, write(0), &cycle(0)).unwrap();
+    rig.submit(2, write(u64::from(n) * 8), &cycle(32)).unwrap();
+    rig.run(BLKIF_RSP_OKAY);
+    assert_eq!(rig.done, [(1, Status::Ok), (2, Status::Ok)]);
+    for (req, first) in [(0, 0), (1, 32)] {
+        for i in 0..n as usize {
+            let at = (req * n as usize + i) * PAGE;
+            assert_eq!(
+                rig.backend.disk[at..at + PAGE],
+                rig.host.frames[first + i % 32],
+                "request {req}, page {i}"
+            );
+        }
+    }
+}
+
+#[test]
 fn grants_in_flight_are_what_the_backend_was_given() {
     for (persistent, copy) in MODES {
         let mut rig = plain(persistent, copy, 32);

@@ -141,6 +141,14 @@ hostile() { # SCENARIO WHO KO MOD XENBUS_DRIVER
         done
         sleep 1
         notes="disk up"
+        # The shrink reaches the disk through the state watch: its size,
+        # not fio's requests (which may all be done by then), shows it.
+        if [ "$s" = sectors-shrink ] && [ $who = ours ]; then
+            n=0
+            while [ "$(cat /sys/block/$US_DISK/size)" != 8 ] && [ $n -lt 20 ]; do sleep 0.5; n=$((n + 1)); done
+            check "$s: ours takes the backend's new size (/sys/block/$US_DISK/size $(cat /sys/block/$US_DISK/size), want 8)" \
+                [ "$(cat /sys/block/$US_DISK/size)" = 8 ]
+        fi
     else
         # Closing (5) or Closed (6) when the driver refused the backend.
         fe_state=$(xs_read "device/vbd/$US_DEVID/state")

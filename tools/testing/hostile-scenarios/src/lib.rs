@@ -23,7 +23,9 @@ pub enum Outcome {
     Fails,
     /// The disk comes up; what becomes of the requests is recorded, not
     /// asserted: the backend does what no frontend can stop (it writes
-    /// guest memory after answering), so their data may be wrong.
+    /// guest memory after answering), so their data may be wrong; or
+    /// whether they meet the fault at all is a race (the guest script
+    /// checks the fault's effect itself).
     Unchecked,
 }
 

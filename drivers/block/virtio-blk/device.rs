@@ -281,6 +281,7 @@ impl virtio::Driver for VirtioBlk {
                 resetter: Some(dev.resetter()),
                 given_up: AtomicBool::new(false),
                 undefined_status_named: AtomicBool::new(false),
+                broken_named: AtomicBool::new(false),
             },
             GFP_KERNEL,
         )?;

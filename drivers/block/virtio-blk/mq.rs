@@ -76,6 +76,8 @@ pub(crate) struct Queues {
     pub(crate) given_up: AtomicBool,
     /// Set once an undefined status byte was named ([`BlkOps::complete`]).
     pub(crate) undefined_status_named: AtomicBool,
+    /// Set once a broken virtqueue was named ([`Queues::name_broken_queue`]).
+    pub(crate) broken_named: AtomicBool,
 }
 
 impl Queues {
@@ -105,14 +107,39 @@ impl Queues {
                 failed += 1;
             }
         }
-        dev_err!(
-            resetter.as_dev(),
-            "request queue {} answered nothing for {} ms: device reset, {} requests failed; I/O fails until it is removed\n",
-            index,
-            timeout_ms,
-            failed
-        );
+        // A broken virtqueue was named when it refused its first request:
+        // this is the end that line announced.
+        if !self.broken_named.load(Ordering::Relaxed) {
+            dev_err!(
+                resetter.as_dev(),
+                "request queue {} answered nothing for {} ms: device reset, {} requests failed; I/O fails until it is removed\n",
+                index,
+                timeout_ms,
+                failed
+            );
+        }
         true
+    }
+
+    /// The virtio core refused a request of queue `index` because it
+    /// stopped the virtqueue (the device broke the ring's rules, e.g. an
+    /// answer for a descriptor that is not a request's head). Named once
+    /// per device: the core's own line names only the descriptor, and
+    /// without this one a request that fails at once says nothing of why.
+    /// What the device still holds ends at the timeout ([`Queues::give_up`]).
+    fn name_broken_queue(&self, index: usize) {
+        let Some(r) = self.resetter.as_ref() else {
+            return;
+        };
+        if self.given_up.load(Ordering::Acquire) || self.broken_named.swap(true, Ordering::Relaxed)
+        {
+            return;
+        }
+        dev_err!(
+            r.as_dev(),
+            "request queue {}: the device broke the virtqueue's rules and the virtio core stopped it: new requests fail at once, those it holds at the timeout, when the device is reset; I/O fails until it is removed\n",
+            index
+        );
     }
 
     /// A status byte virtio-blk does not define fails its request, as
@@ -220,6 +247,9 @@ impl blkmq::Operations for BlkOps {
             } else if e == ENOMEM {
                 Status::RESOURCE
             } else {
+                if e == EIO {
+                    qd.name_broken_queue(hctx.index() as usize);
+                }
                 Status::IOERR
             }));
         }

@@ -175,6 +175,7 @@ mod tests {
                 resetter: None,
                 given_up: AtomicBool::new(false),
                 undefined_status_named: AtomicBool::new(false),
+                broken_named: AtomicBool::new(false),
             },
             GFP_KERNEL,
         )?;

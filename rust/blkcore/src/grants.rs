@@ -197,6 +197,19 @@ pub struct GrantStats {
     pub deferred: u64,
 }
 
+impl GrantStats {
+    /// Adds another pool's counters (per-disk totals).
+    pub fn add(&mut self, o: &GrantStats) {
+        self.granted += o.granted;
+        self.revoked += o.revoked;
+        self.reused += o.reused;
+        self.held += o.held;
+        self.in_use += o.in_use;
+        self.bytes_copied += o.bytes_copied;
+        self.deferred += o.deferred;
+    }
+}
+
 /// The pool. See the module documentation.
 #[derive(Debug)]
 pub struct GrantPool<F, S> {

@@ -34,13 +34,7 @@ impl core::fmt::Debug for StatsView {
             slots = slots.max(r.with_state(|st| st.size()));
             if let Some((rs, gs, copy)) = r.with_state(|st| st.stats()) {
                 t.add(&rs);
-                g.granted += gs.granted;
-                g.revoked += gs.revoked;
-                g.reused += gs.reused;
-                g.held += gs.held;
-                g.in_use += gs.in_use;
-                g.bytes_copied += gs.bytes_copied;
-                g.deferred += gs.deferred;
+                g.add(&gs);
                 bounce |= copy;
             }
         }

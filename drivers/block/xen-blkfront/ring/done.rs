@@ -56,15 +56,19 @@ impl<O: BlockOps> DoneList<O> {
     }
 
     pub(super) fn finish(self) {
-        let mut withdrawn = self.withdrawn;
-        for (rq, status) in Iterator::chain(self.items.into_iter().flatten(), self.overflow) {
-            if withdrawn.discard {
+        let w = self.withdrawn;
+        let mut all = Iterator::chain(self.items.into_iter().flatten(), self.overflow);
+        // The first request carries the withdrawal; the others only end.
+        if let Some((rq, status)) = all.next() {
+            if w.discard {
                 rq.withdraw_discard();
             }
-            if withdrawn.write_cache {
+            if w.write_cache {
                 rq.withdraw_write_cache();
             }
-            withdrawn = Withdrawn::default();
+            complete(rq, status);
+        }
+        for (rq, status) in all {
             complete(rq, status);
         }
     }

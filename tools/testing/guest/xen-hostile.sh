@@ -36,7 +36,7 @@ US_DEVID=51728 US_DISK=xvdb
 # special SCENARIO WHO: what a scenario must show beyond surviving, while
 # the disk is up (sets SPECIAL; a check for ours).
 special() {
-    local s=$1 who=$2 b0 b1 wc rc rc2
+    local s=$1 who=$2 b0 b1 wc rc rc2 n
     SPECIAL=
     case $s in
         barrier-only)
@@ -90,16 +90,41 @@ special() {
             if [ -e /sys/block/$US_DISK/queue/io_timeout ]; then echo 5000 > /sys/block/$US_DISK/queue/io_timeout; fi
             wc=$(q $US_DISK io_timeout 2> /dev/null)
             SPECIAL="io_timeout ${wc:-absent}${wc:+ ms}" ;;
-        late-write-after-response)
+        late-write-after-response | late-write-bounce | late-write-persistent)
             # 96 blocks: the backend strikes during the writes, so the first
-            # read is the one it answers with its pages still mapped and
-            # writes 3 s later; 6 s outlasts that. Bounded: a driver that
-            # never ends that read leaves the program blocked in it (its
-            # line comes at its end: none yet).
+            # read is the one it answers with its pages (or bounce frames,
+            # or persistent frames) still mapped and writes 3 s later; 6 s
+            # outlasts that. Bounded: a driver that never ends that read
+            # leaves the program blocked in it (its line comes at its end:
+            # none yet).
             bounded 60 late-write-check /dev/$US_DISK 96 6 > /tmp/lw.out 2>&1; rc=$?
             SPECIAL=$(head -1 /tmp/lw.out)
             SPECIAL=${SPECIAL:-late-write-check still running after 60 s}
             [ $who = ours ] && check "$s: no buffer ours handed back changes after completion ($SPECIAL)" [ $rc = 0 ] ;;
+        late-read-after-response)
+            # The backend keeps the first write after its trigger mapped
+            # and reads its page 3 s later; late-write-check writes every
+            # block from one buffer, so a page handed back at the response
+            # holds a later block by then.
+            bounded 60 late-write-check /dev/$US_DISK 96 0 > /tmp/lw.out 2>&1; rc=$?
+            b0=$(xs_read "device/vbd/$US_DEVID/backend")
+            n=0
+            while ! wc=$(xs_read "$b0/test-late-read") && [ $n -lt 20 ]; do sleep 0.5; n=$((n + 1)); done
+            b1=$(head -1 /tmp/lw.out)
+            SPECIAL="${b1:-late-write-check still running after 60 s}; the backend's late read: ${wc:-none within 10 s}"
+            [ $who = ours ] && check "$s: the page of a write ours has not ended still holds what was written when the backend reads it late ($SPECIAL)" \
+                [ "${wc%%:*}" = unchanged ] ;;
+        closing-after-answering)
+            # One write at a time: the write in flight when the backend
+            # strikes is answered (without a notification) before it goes
+            # Closing, so every write the backend answered must succeed
+            # and the next one fail (the backend is closing).
+            bounded 60 dd if=/dev/zero of=/dev/$US_DISK bs=4k count=4000 oflag=direct > /tmp/dd.out 2>&1; rc=$?
+            b1=$(sed -n 's/^\([0-9]*\)+[0-9]* records out$/\1/p' /tmp/dd.out)
+            wc=$(us_stats writes)
+            SPECIAL="dd: ${b1:-no count (still running after 60 s)} block(s) written, exit $rc; the backend answered $wc write(s)"
+            [ $who = ours ] && check "$s: every write the backend answered before Closing succeeded on ours, the next failed ($SPECIAL)" \
+                [ "$b1" = "$wc" -a "$rc" != 0 ] ;;
     esac
 }
 

@@ -53,7 +53,7 @@ GUEST_ENV="SCRIPTS=xen-guest-type,xen-qdisk EXPECT_GUEST_TYPE=HVM QDISK_SIZE=32M
 # G: xen-badbackend.sh (C above), then the userspace blkif backend
 # (tools/testing/xen-backend: blkif-backend in dom0 in place of blkback
 # for xvdb). Well-behaved: C then ours, VDISK_REMOVABLE, fio
-# crc32c verify of 256 MiB at QD32 (and QD1), flushes counted by the
+# crc32c verify of 128 MiB at QD32 (and QD1), flushes counted by the
 # backend, detach, unload. Then every scenario of `blkif-backend --list`
 # (guest/xen-hostile.sh): ours must survive each and show what its line
 # declares (asserted; suite 35-debug-xen runs three of them again under
@@ -65,7 +65,7 @@ if (cd "$REPO" && cargo build --release -q -p xen-backend); then
     # what each must show.
     list=$("$REPO/target/release/blkif-backend" --list)
     scenarios=$(echo "$list" | awk '{ print $1 }' | paste -sd,) declared=$(echo "$list" | tr ' ' : | paste -sd,)
-    GUEST_ENV="SCRIPTS=xen-badbackend,xen-userspace,xen-hostile HOSTILE_SCENARIOS=$scenarios HOSTILE_EXPECT=$declared HOSTILE_WHO=ours US_VERIFY_SIZE=256M" \
+    GUEST_ENV="SCRIPTS=xen-badbackend,xen-userspace,xen-hostile HOSTILE_SCENARIOS=$scenarios HOSTILE_EXPECT=$declared HOSTILE_WHO=ours US_VERIFY_SIZE=128M" \
         USERSPACE_BACKEND=1 bash "$T/xen-guest.sh" -l xen-userspace -m 4096 -o 1048576 -c 1 -t 2400 "$T/guest/multi.sh"
 else
     echo "fail xen-userspace: cargo build -p xen-backend failed" >> "${RESULTS:-$CACHE/results.txt}"

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use blkcore::blkif::{BlkifResponse, Request, BLKIF_OP_INDIRECT, BLKIF_OP_READ, BLKIF_OP_WRITE};
 
-use crate::io::{Disk, Features, Stats};
+use crate::io::{Disk, Features, KeepNext, Late, Stats};
 use crate::ring::BackRing;
 use crate::scenario::{self, Scenario, TRIGGER_AFTER};
 use crate::xen::{
@@ -102,8 +102,9 @@ pub struct Backend {
     holding: bool,
     held: Vec<(usize, BlkifResponse)>,
     last_answered: Option<BlkifResponse>,
-    /// When the read kept mapped (late-write-after-response) is written.
-    late_write_at: Option<Instant>,
+    /// When the request kept reachable (late-write-*, late-read-*) is
+    /// accessed.
+    late_at: Option<Instant>,
     published: Stats,
     detach_since: Option<Instant>,
 }
@@ -138,9 +139,12 @@ impl Backend {
             }
             // Data grants are mapped per request only without persistent
             // grants (and only then are they the frontend's own pages).
-            Some(Scenario::KeepDataGrants | Scenario::LateWriteAfterResponse) => {
-                features.persistent = false
-            }
+            Some(
+                Scenario::KeepDataGrants
+                | Scenario::LateWriteAfterResponse
+                | Scenario::LateWriteBounce
+                | Scenario::LateReadAfterResponse,
+            ) => features.persistent = false,
             // Its `feature-persistent` is "yes", which a frontend reads as
             // absent: this backend then behaves as one without them (the
             // garbage is in the keys, not in how it serves).
@@ -161,8 +165,8 @@ impl Backend {
             refuse_discard: cfg.scenario == Some(Scenario::DiscardNotSupported),
             keep_data_grants: false,
             kept: Vec::new(),
-            keep_next_read: false,
-            late_read: None,
+            keep_next: None,
+            late: None,
         };
         let fe = format!("/local/domain/{}/device/vbd/{}", cfg.domid, cfg.devid);
         let be = format!(
@@ -182,7 +186,7 @@ impl Backend {
             holding: false,
             held: Vec::new(),
             last_answered: None,
-            late_write_at: None,
+            late_at: None,
             published: Stats::default(),
             detach_since: None,
             cfg,
@@ -286,9 +290,9 @@ impl Drop for Backend {
         for m in self.disk.kept.drain(..) {
             let _ = self.disk.gnt.unmap(m);
         }
-        // Detached before its late write: unmapped unwritten.
-        if let Some(m) = self.disk.late_read.take() {
-            let _ = self.disk.gnt.unmap(m);
+        // Detached before its late access: unmapped untouched.
+        if let Some(Late::Mapped { map, .. }) = self.disk.late.take() {
+            let _ = self.disk.gnt.unmap(map);
         }
     }
 }

@@ -112,12 +112,37 @@ pub struct Disk {
     pub keep_data_grants: bool,
     /// Mappings kept on purpose (misbehaviour), unmapped at exit.
     pub kept: Vec<Mapping>,
-    /// The next read that succeeds keeps its per-request data mapping in
-    /// `late_read` instead of unmapping it (misbehaviour; once).
-    pub keep_next_read: bool,
-    /// That read's mapping: writable, as a read's data grants are mapped,
-    /// so the backend can still write into the frontend's pages.
-    pub late_read: Option<Mapping>,
+    /// The next request of this kind that succeeds is kept in `late`
+    /// (misbehaviour; once).
+    pub keep_next: Option<KeepNext>,
+    /// That request's pages, still reachable by the backend after its
+    /// response.
+    pub late: Option<Late>,
+}
+
+/// Which request a late-access scenario keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeepNext {
+    /// A read's per-request data mapping (writable, as a read's data
+    /// grants are mapped): the backend can still write into the pages.
+    ReadMapping,
+    /// A write's per-request data mapping (read-only): the backend can
+    /// still read the pages.
+    WriteMapping,
+    /// The persistent frames a read used (mapped for good anyway).
+    ReadPersistent,
+}
+
+/// A request the backend answered and can still reach.
+pub enum Late {
+    /// Its per-request data mapping; for a write, with a copy of what was
+    /// written to the disk, to compare the pages with later.
+    Mapped {
+        map: Mapping,
+        written: Option<Vec<u8>>,
+    },
+    /// The grant references of the persistent frames it used.
+    Persistent(Vec<u32>),
 }
 
 impl Disk {
@@ -306,12 +331,30 @@ impl Disk {
             }
             pos += range.len() as u64;
         }
-        if let Some(m) = mapped {
+        let keep = self.keep_next.filter(|k| {
+            ok && match k {
+                KeepNext::ReadMapping => !write && mapped.is_some(),
+                KeepNext::WriteMapping => write && mapped.is_some(),
+                KeepNext::ReadPersistent => {
+                    !write && segs.iter().any(|s| self.persistent.contains_key(&s.gref))
+                }
+            }
+        });
+        if keep == Some(KeepNext::ReadPersistent) {
+            self.keep_next = None;
+            let grefs = segs
+                .iter()
+                .map(|s| s.gref)
+                .filter(|g| self.persistent.contains_key(g));
+            self.late = Some(Late::Persistent(grefs.collect()));
+        }
+        if let Some(mut m) = mapped {
             if self.keep_data_grants {
                 self.kept.push(m);
-            } else if self.keep_next_read && !write && ok {
-                self.keep_next_read = false;
-                self.late_read = Some(m);
+            } else if matches!(keep, Some(KeepNext::ReadMapping | KeepNext::WriteMapping)) {
+                self.keep_next = None;
+                let written = write.then(|| m.bytes().to_vec());
+                self.late = Some(Late::Mapped { map: m, written });
             } else {
                 let _ = self.gnt.unmap(m);
             }

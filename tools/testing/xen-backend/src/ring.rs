@@ -103,6 +103,11 @@ impl BackRing {
         new.wrapping_sub(event) < new.wrapping_sub(old)
     }
 
+    /// The `rsp_prod` the frontend sees.
+    pub fn rsp_prod(&mut self) -> u32 {
+        self.index(SRING_RSP_PROD).load(Ordering::Relaxed)
+    }
+
     /// Writes a raw `rsp_prod` (misbehaviour only).
     pub fn set_rsp_prod(&mut self, v: u32) {
         fence(Ordering::Release);

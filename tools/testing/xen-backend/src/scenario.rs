@@ -63,6 +63,29 @@ pub enum Scenario {
     /// pages is written [`LATE_WRITE_BYTE`], then they are unmapped
     /// (persistent grants are not offered, as for `KeepDataGrants`).
     LateWriteAfterResponse,
+    /// As `LateWriteAfterResponse`, the frontend told not to trust the
+    /// backend (`trusted` = 0 in its own node, as a toolstack writes it):
+    /// the pages the backend writes late are the frontend's bounce frames,
+    /// never the caller's.
+    LateWriteBounce,
+    /// With persistent grants: the first read after the trigger answered,
+    /// then [`LATE_WRITE_AFTER`] later every byte of the persistent frames
+    /// it used is written [`LATE_WRITE_BYTE`] (they stay mapped, as
+    /// persistent grants do). The frontend copied the data out at the
+    /// response: what it handed back must not change.
+    LateWritePersistent,
+    /// The first write after the trigger answered OKAY with its data
+    /// grants still mapped; [`LATE_WRITE_AFTER`] later the backend reads
+    /// its pages again and says in its `test-late-read` node whether they
+    /// still hold what it wrote to the disk, then unmaps them. A frontend
+    /// that ended the write at its response has let its owner reuse the
+    /// page by then (late-write-check writes every block from one buffer).
+    LateReadAfterResponse,
+    /// The responses to what is in flight published without a
+    /// notification, then Closing a second later: a frontend that fails
+    /// what is in flight once the backend is gone, without reading the
+    /// ring first, reports requests the backend completed as failed.
+    ClosingAfterAnswering,
     /// Nothing unmapped at disconnect: ring and grants stay mapped.
     KeepAllAtTeardown,
     /// Grant references the frontend never sent are mapped.
@@ -112,6 +135,10 @@ pub const ALL: &[(&str, Scenario)] = &[
         "late-write-after-response",
         Scenario::LateWriteAfterResponse,
     ),
+    ("late-write-bounce", Scenario::LateWriteBounce),
+    ("late-write-persistent", Scenario::LateWritePersistent),
+    ("late-read-after-response", Scenario::LateReadAfterResponse),
+    ("closing-after-answering", Scenario::ClosingAfterAnswering),
     ("keep-all-at-teardown", Scenario::KeepAllAtTeardown),
     ("map-unsent-grant", Scenario::MapUnsentGrant),
     ("sector-size-change", Scenario::SectorSizeChange),
@@ -178,6 +205,21 @@ impl Scenario {
             // trusts the buffer); the grant found still mapped is a
             // protocol error that breaks the ring, named once.
             Scenario::LateWriteAfterResponse => (Trigger, Eio, true),
+            // The bounce frame the backend still maps is retired (never
+            // reused); the data was copied out at the response, so the
+            // read itself succeeds; the grant found still mapped breaks
+            // the ring, named once.
+            Scenario::LateWriteBounce => (Trigger, Eio, true),
+            // Nothing the frontend can see: persistent frames stay mapped
+            // by design, and the data left them at the response.
+            Scenario::LateWritePersistent => (Trigger, Succeeds, false),
+            // As late-write-after-response, for a write: held until the
+            // backend lets go, then failed; the ring breaks, named once.
+            Scenario::LateReadAfterResponse => (Trigger, Eio, true),
+            // What the backend answered succeeds (the ring is read before
+            // what is left fails: nothing is left), later requests fail as
+            // the backend is closing; nothing to name.
+            Scenario::ClosingAfterAnswering => (Trigger, Eio, false),
             Scenario::KeepAllAtTeardown => (Teardown, Succeeds, false),
             Scenario::MapUnsentGrant => (Trigger, Succeeds, false),
             // While Connected only `sectors` is read again: these two go

@@ -93,13 +93,18 @@ impl Backend {
                 perms: XS_PERM_READ,
             },
         ];
-        let fe_nodes = [
+        let mut fe_nodes = vec![
             ("backend", self.be.clone()),
             ("backend-id", "0".into()),
             ("virtual-device", c.devid.to_string()),
             ("device-type", "disk".into()),
             ("state", INITIALISING.to_string()),
         ];
+        // What a toolstack writes for a backend it does not trust (libxl's
+        // `trusted` disk option): the frontend bounces its data.
+        if c.scenario == Some(Scenario::LateWriteBounce) {
+            fe_nodes.push(("trusted", "0".into()));
+        }
         self.xs.create_dir(&self.fe, &fe_perms, &fe_nodes)?;
         log(&format!(
             "vbd {}/{} on {} ({} sectors), {}",

@@ -106,20 +106,43 @@ impl Backend {
                     self.fire("data grants stay mapped after their responses from now on");
                 }
                 // Armed by the first answer after the trigger, struck by
-                // the next read served (answered OKAY below, as if its
-                // pages were let go).
-                Scenario::LateWriteAfterResponse => {
-                    if self.disk.late_read.is_some() {
-                        self.late_write_at = Some(Instant::now() + scenario::LATE_WRITE_AFTER);
-                        self.fire(&format!(
-                            "read id {:#x} answered with its data grants still mapped: \
-                             {:#04x} written over them in {:?}, then unmapped",
-                            rsp.id,
-                            scenario::LATE_WRITE_BYTE,
-                            scenario::LATE_WRITE_AFTER
-                        ));
-                    } else {
-                        self.disk.keep_next_read = true;
+                // the next request of the kind served (answered OKAY below,
+                // as if its pages were let go).
+                Scenario::LateWriteAfterResponse
+                | Scenario::LateWriteBounce
+                | Scenario::LateWritePersistent
+                | Scenario::LateReadAfterResponse => {
+                    if self.disk.late.is_some() {
+                        self.late_at = Some(Instant::now() + scenario::LATE_WRITE_AFTER);
+                        let what = match s {
+                            Scenario::LateReadAfterResponse => format!(
+                                "write id {:#x} answered with its data grants still mapped: \
+                                 read again in {:?}, then unmapped",
+                                rsp.id,
+                                scenario::LATE_WRITE_AFTER
+                            ),
+                            Scenario::LateWritePersistent => format!(
+                                "read id {:#x} answered: {:#04x} written over its persistent \
+                                 frames in {:?}",
+                                rsp.id,
+                                scenario::LATE_WRITE_BYTE,
+                                scenario::LATE_WRITE_AFTER
+                            ),
+                            _ => format!(
+                                "read id {:#x} answered with its data grants still mapped: \
+                                 {:#04x} written over them in {:?}, then unmapped",
+                                rsp.id,
+                                scenario::LATE_WRITE_BYTE,
+                                scenario::LATE_WRITE_AFTER
+                            ),
+                        };
+                        self.fire(&what);
+                    } else if self.disk.keep_next.is_none() {
+                        self.disk.keep_next = Some(match s {
+                            Scenario::LateReadAfterResponse => KeepNext::WriteMapping,
+                            Scenario::LateWritePersistent => KeepNext::ReadPersistent,
+                            _ => KeepNext::ReadMapping,
+                        });
                     }
                 }
                 Scenario::Stall
@@ -161,6 +184,17 @@ impl Backend {
             }
             _ => None,
         };
+        // The responses are there, the notification is not; Closing
+        // follows (`strike_timed`).
+        if armed == Some(Scenario::ClosingAfterAnswering) && ring.rsp_prod_pvt != ring.rsp_prod() {
+            let n = ring.rsp_prod_pvt.wrapping_sub(ring.rsp_prod());
+            ring.set_rsp_prod(good);
+            self.fire(&format!(
+                "{n} response(s) published without a notification; Closing in 1 s"
+            ));
+            self.holding = true;
+            return;
+        }
         if let Some(v) = bad {
             let ring = &mut self.rings[q];
             ring.set_rsp_prod(v);
@@ -181,7 +215,7 @@ impl Backend {
     /// The misbehaviours that act on time or on xenstore, not on a
     /// response.
     pub(super) fn strike_timed(&mut self) {
-        self.late_write();
+        self.late_access();
         let since = self.fired.map(|t| t.elapsed());
         match (self.cfg.scenario, since) {
             (Some(Scenario::ClosingMidIo), Some(t))
@@ -191,6 +225,12 @@ impl Backend {
                     "Closing with {} request(s) unanswered",
                     self.held.len()
                 ));
+                self.set_state(CLOSING);
+            }
+            (Some(Scenario::ClosingAfterAnswering), Some(t))
+                if t > Duration::from_secs(1) && self.state == CONNECTED =>
+            {
+                log("Closing, every request consumed answered (without a notification)");
                 self.set_state(CLOSING);
             }
             (Some(Scenario::Killed), Some(t)) if t > Duration::from_secs(1) => {
@@ -228,32 +268,74 @@ impl Backend {
         self.fire(&format!("{change:?} after Connected"));
     }
 
-    /// late-write-after-response, once its time has come: every byte of
-    /// the read's pages written over, then they are unmapped. A frontend
-    /// that ended the read at its response has given them back to their
-    /// owner by now, who sees them change.
-    fn late_write(&mut self) {
-        if self.late_write_at.is_none_or(|t| Instant::now() < t) {
+    /// The late access of late-write-* and late-read-after-response, once
+    /// its time has come. A read's pages are written over (then unmapped;
+    /// persistent frames stay mapped): a frontend that ended the read at
+    /// its response has given them back to their owner by now, who sees
+    /// them change. A write's pages are read again and compared with what
+    /// was written to the disk (the verdict in `test-late-read`), then
+    /// unmapped.
+    fn late_access(&mut self) {
+        if self.late_at.is_none_or(|t| Instant::now() < t) {
             return;
         }
-        self.late_write_at = None;
-        let Some(mut m) = self.disk.late_read.take() else {
+        self.late_at = None;
+        let Some(late) = self.disk.late.take() else {
             return;
         };
-        let bytes = m.bytes();
-        // A read's grants are mapped writable (`Disk::late_read`).
-        bytes.fill(scenario::LATE_WRITE_BYTE);
-        let pages = bytes.len() / 4096;
-        let unmapped = self.disk.gnt.unmap(m);
-        log(&format!(
-            "wrote {:#04x} over the {pages} page(s) of a read answered {:?} ago; unmap: {}",
-            scenario::LATE_WRITE_BYTE,
-            scenario::LATE_WRITE_AFTER,
-            match unmapped {
-                Ok(()) => "done".to_string(),
-                Err(e) => e.to_string(),
+        let ago = scenario::LATE_WRITE_AFTER;
+        match late {
+            Late::Mapped {
+                mut map,
+                written: None,
+            } => {
+                // A read's grants are mapped writable.
+                let bytes = map.bytes();
+                bytes.fill(scenario::LATE_WRITE_BYTE);
+                let pages = bytes.len() / 4096;
+                let unmapped = unmap_outcome(self.disk.gnt.unmap(map));
+                log(&format!(
+                    "wrote {:#04x} over the {pages} page(s) of a read answered {ago:?} ago; \
+                     unmap: {unmapped}",
+                    scenario::LATE_WRITE_BYTE,
+                ));
             }
-        ));
+            Late::Mapped {
+                mut map,
+                written: Some(written),
+            } => {
+                let now = map.bytes();
+                let differ = now.iter().zip(&written).filter(|(a, b)| a != b).count();
+                let verdict = if differ == 0 {
+                    format!("unchanged: the {} byte(s) written", written.len())
+                } else {
+                    format!(
+                        "changed: {differ} of the {} byte(s) written differ",
+                        written.len()
+                    )
+                };
+                let unmapped = unmap_outcome(self.disk.gnt.unmap(map));
+                log(&format!(
+                    "read again the pages of a write answered {ago:?} ago: {verdict}; unmap: {unmapped}"
+                ));
+                let _ = self
+                    .xs
+                    .write(&format!("{}/test-late-read", self.be), &verdict);
+            }
+            Late::Persistent(grefs) => {
+                let mut frames = 0;
+                for g in &grefs {
+                    if let Some(m) = self.disk.persistent.get_mut(g) {
+                        m.bytes().fill(scenario::LATE_WRITE_BYTE);
+                        frames += 1;
+                    }
+                }
+                log(&format!(
+                    "wrote {:#04x} over {frames} persistent frame(s) of a read answered {ago:?} ago",
+                    scenario::LATE_WRITE_BYTE,
+                ));
+            }
+        }
     }
 
     /// Writes the withheld responses (answer-after-disconnect) while the
@@ -277,5 +359,12 @@ impl Backend {
                 self.evt.notify(port);
             }
         }
+    }
+}
+
+fn unmap_outcome(r: io::Result<()>) -> String {
+    match r {
+        Ok(()) => "done".to_string(),
+        Err(e) => e.to_string(),
     }
 }

@@ -143,7 +143,7 @@ when it strikes, then the vbd is detached as \`xl block-detach\` does
 (for stall-connected, whose disk's io_timeout is 5 s, the backend stays
 Connected and the frontend's node is removed first, as \`xl block-detach
 --force\` leaves it).
-Suite 35-debug-xen runs four of them again for ours on the
+Suite 35-debug-xen runs six of them again for ours on the
 debug kernel (KASAN, lockdep, kmemleak; \`HOSTILE_DEBUG_SCENARIOS=all\`
 runs every one there).
 

@@ -17,12 +17,18 @@
 #    killed (removal with requests in flight and the backend gone),
 #    everything kept mapped at teardown (deferred grant release), a read's
 #    pages written after its answer (the request held until the backend
-#    unmaps, the data path parked, removal waiting). Each takes about
-#    110 s here (KASAN domU under TCG, with the checks of what each must
-#    show), so all 24 would add about 37 minutes to a run whose warm total
-#    is about 35 (the budget is 45): the others run on the test kernel in
-#    suite 20 (where the console scan still catches any WARN or oops), and
-#    all of them under the checkers with
+#    unmaps, the data path parked, removal waiting), the same for a write
+#    read after its answer, and a bounce frame written after its answer
+#    (the frame retired, never reused). late-write-persistent takes no
+#    path of its own (persistent frames stay mapped by design; the copy
+#    out at the answer is what fio-verify's persistent run does here), nor
+#    does closing-after-answering (what is left in flight fails as in
+#    "killed"). Each takes about 60 s here (KASAN domU under TCG, with
+#    the checks of what each must show), so all 31 would add about 25
+#    minutes to a run whose warm total is about 44 (the budget is 45):
+#    the others run on the test kernel in suite 20 (where the console scan
+#    still catches any WARN or oops), and all of them under the checkers
+#    with
 #      HOSTILE_DEBUG_SCENARIOS=all bash tools/testing/suites/35-debug-xen.sh
 #    (or a comma list of names).
 # xen-io.sh (data checks, discard, durability, rebinds) runs in both Xen
@@ -46,7 +52,7 @@ if ! (cd "$REPO" && cargo build --release -q -p xen-backend); then
 fi
 # The backend must still offer every one (a renamed
 # scenario fails here rather than silently drop out).
-scenarios=${HOSTILE_DEBUG_SCENARIOS:-id-out-of-range,killed,keep-all-at-teardown,late-write-after-response}
+scenarios=${HOSTILE_DEBUG_SCENARIOS:-id-out-of-range,killed,keep-all-at-teardown,late-write-after-response,late-read-after-response,late-write-bounce}
 list=$("$REPO/target/release/blkif-backend" --list)
 [ "$scenarios" != all ] || scenarios=$(echo "$list" | awk '{ print $1 }' | paste -sd,)
 offered=" $(echo "$list" | awk '{ print $1 }' | tr '\n' ' ') "

@@ -9,7 +9,8 @@
 # hardware queues instead. The third goes to a backend with fewer indirect
 # segments (12 of 32) and one-page rings (the driver is loaded with
 # max_ring_page_order=2: 4 pages, 128 slots), with 48 writes in flight,
-# more than a one-page ring (32 slots) holds.
+# more than a one-page ring (32 slots) holds. The fourth goes to a backend
+# whose optional keys are garbage, with a file system mounted.
 . /guest/common.sh
 D=xvda
 P=/sys/module/xen_blkback/parameters
@@ -102,6 +103,35 @@ check "fewer segments: requests built for 32 segments went out again as bios ($(
 check "fewer segments: one line says the limits are narrower" \
     sh -c "[ \$(dmesg | grep -c 'limits are narrower.*12 segments of 32') = 1 ]"
 per_cpu_roundtrip "fewer segments" 32
+# A restore onto a backend whose optional keys are garbage (the indirect
+# segments, the rings' number and size), with a file system mounted: the
+# keys fall back to their defaults with one line, the disk stays and so
+# does everything on it (a reconnect that failed on them would delete the
+# live disk under the mount).
+garbage="feature-max-indirect-segments=lots multi-queue-max-queues=99999999999999999999 max-ring-page-order=0x10"
+mkdir -p /mnt/g
+if check "garbage keys: ext4 made and mounted on $D" sh -c "mkfs.ext4 -q -F /dev/$D && mount /dev/$D /mnt/g"; then
+    dd if=/dev/urandom of=/mnt/g/before bs=1M count=4 2>/dev/null; sync
+    sum0=$(md5sum < /mnt/g/before)
+    n0=$(dmesg | grep -c "xen_blkfront_rs.*reconnected")
+    echo "DOM0-CMD: BACKEND_KEYS='$garbage' sh /run/payload/save-restore"
+    for i in $(seq 1 360); do
+        [ "$(dmesg | grep -c "xen_blkfront_rs.*reconnected")" -gt "$n0" ] && break
+        sleep 0.5
+    done
+    check "garbage keys: reconnected to the new backend" \
+        [ "$(dmesg | grep -c "xen_blkfront_rs.*reconnected")" -gt "$n0" ]
+    check "garbage keys: one line names the keys ignored ($(dmesg | grep -o 'ignoring [0-9]* optional backend key.*' | tail -1))" \
+        sh -c "dmesg | grep -q 'ignoring 3 optional backend key'"
+    check "garbage keys: $D and its mount are still there" grep -q "^/dev/$D /mnt/g " /proc/mounts
+    dd if=/dev/urandom of=/mnt/g/after bs=1M count=4 2>/dev/null; sync
+    sum1=$(md5sum < /mnt/g/after)
+    echo 3 > /proc/sys/vm/drop_caches
+    check "garbage keys: the file written before and the one written after read back intact" \
+        [ "$(md5sum < /mnt/g/before)" = "$sum0" -a "$(md5sum < /mnt/g/after)" = "$sum1" ]
+    expect_eq "garbage keys: rings served (the default: one)" "$(st rings_served)" 1
+    umount /mnt/g
+fi
 check "no I/O errors" sh -c "! dmesg | grep -qiE 'I/O error|critical target error'"
 check "no oops or warning" sh -c "! dmesg | grep -qE 'WARNING:|BUG:|Oops|Kernel panic'"
 dmesg | grep -E "xen_blkfront_rs" | tail -8

@@ -142,6 +142,7 @@ impl Backend {
             Some(
                 Scenario::KeepDataGrants
                 | Scenario::LateWriteAfterResponse
+                | Scenario::LateWriteCached
                 | Scenario::LateWriteBounce
                 | Scenario::LateReadAfterResponse,
             ) => features.persistent = false,

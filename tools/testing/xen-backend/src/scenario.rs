@@ -63,6 +63,10 @@ pub enum Scenario {
     /// pages is written [`LATE_WRITE_BYTE`], then they are unmapped
     /// (persistent grants are not offered, as for `KeepDataGrants`).
     LateWriteAfterResponse,
+    /// As `LateWriteAfterResponse`, the read coming from the page cache
+    /// (the guest reads through it): the pages written late are the
+    /// cache's own.
+    LateWriteCached,
     /// As `LateWriteAfterResponse`, the frontend told not to trust the
     /// backend (`trusted` = 0 in its own node, as a toolstack writes it):
     /// the pages the backend writes late are the frontend's bounce frames,
@@ -135,6 +139,7 @@ pub const ALL: &[(&str, Scenario)] = &[
         "late-write-after-response",
         Scenario::LateWriteAfterResponse,
     ),
+    ("late-write-cached", Scenario::LateWriteCached),
     ("late-write-bounce", Scenario::LateWriteBounce),
     ("late-write-persistent", Scenario::LateWritePersistent),
     ("late-read-after-response", Scenario::LateReadAfterResponse),
@@ -205,6 +210,7 @@ impl Scenario {
             // trusts the buffer); the grant found still mapped is a
             // protocol error that breaks the ring, named once.
             Scenario::LateWriteAfterResponse => (Trigger, Eio, true),
+            Scenario::LateWriteCached => (Trigger, Eio, true),
             // The bounce frame the backend still maps is retired (never
             // reused); the data was copied out at the response, so the
             // read itself succeeds; the grant found still mapped breaks

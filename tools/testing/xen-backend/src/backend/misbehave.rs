@@ -109,6 +109,7 @@ impl Backend {
                 // the next request of the kind served (answered OKAY below,
                 // as if its pages were let go).
                 Scenario::LateWriteAfterResponse
+                | Scenario::LateWriteCached
                 | Scenario::LateWriteBounce
                 | Scenario::LateWritePersistent
                 | Scenario::LateReadAfterResponse => {

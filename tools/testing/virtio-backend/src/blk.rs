@@ -442,7 +442,7 @@ impl Blk {
                 let spawned = thread::Builder::new()
                     .name("late-write".into())
                     .spawn(move || {
-                        thread::sleep(scenario::LATE_WRITE_AFTER);
+                        thread::sleep(scenario::LATE_ACCESS_AFTER);
                         let Some(mem) = mem else { return };
                         let m = mem.memory();
                         for (addr, len) in segs {
@@ -457,7 +457,7 @@ impl Blk {
                     "read at head {} answered OK, its buffers written with {:#04x} in {:?}",
                     c.head,
                     scenario::LATE_WRITE_BYTE,
-                    scenario::LATE_WRITE_AFTER
+                    scenario::LATE_ACCESS_AFTER
                 ));
             }
             _ => {}

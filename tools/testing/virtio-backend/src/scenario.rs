@@ -17,7 +17,7 @@ pub const TRIGGER_AFTER: u64 = 64;
 /// (late-write-after-used): long enough for a driver that ends the request
 /// at the used element to have handed the pages back to their owner, who
 /// has read them by then.
-pub const LATE_WRITE_AFTER: Duration = Duration::from_secs(3);
+pub const LATE_ACCESS_AFTER: Duration = Duration::from_secs(3);
 
 /// What that late write puts in every byte of the buffers.
 pub const LATE_WRITE_BYTE: u8 = 0x5a;
@@ -71,7 +71,7 @@ pub enum Scenario {
     BlkSizeChange,
     /// Queue 1 no longer served while queue 0 goes on.
     OneQueueStalls,
-    /// A read answered OK, then [`LATE_WRITE_AFTER`] later its data
+    /// A read answered OK, then [`LATE_ACCESS_AFTER`] later its data
     /// buffers written with [`LATE_WRITE_BYTE`]. A device can do this and
     /// the driver cannot stop it: recorded, not judged.
     LateWriteAfterUsed,

@@ -12,11 +12,11 @@ pub use hostile_scenarios::{by_name, list_line, name, Outcome};
 /// Requests served well before a scenario strikes.
 pub const TRIGGER_AFTER: u64 = 64;
 
-/// How long after its response a read answered with its data grants still
-/// mapped has them written over (late-write-after-response): long enough
-/// for a frontend that ends the request at the response to have handed the
-/// pages back to their owner, who has read them by then.
-pub const LATE_WRITE_AFTER: Duration = Duration::from_secs(3);
+/// How long after its response a request answered with its data grants
+/// still mapped has its pages touched (late-write-*, late-read-*): long
+/// enough for a frontend that ends the request at the response to have
+/// handed the pages back to their owner, who has used them by then.
+pub const LATE_ACCESS_AFTER: Duration = Duration::from_secs(3);
 
 /// What that late write puts in every byte of the pages.
 pub const LATE_WRITE_BYTE: u8 = 0x5a;
@@ -59,7 +59,7 @@ pub enum Scenario {
     /// not offered, so every data grant is mapped per request).
     KeepDataGrants,
     /// The first read after the trigger answered OKAY with its data
-    /// grants still mapped; [`LATE_WRITE_AFTER`] later every byte of its
+    /// grants still mapped; [`LATE_ACCESS_AFTER`] later every byte of its
     /// pages is written [`LATE_WRITE_BYTE`], then they are unmapped
     /// (persistent grants are not offered, as for `KeepDataGrants`).
     LateWriteAfterResponse,
@@ -73,13 +73,13 @@ pub enum Scenario {
     /// never the caller's.
     LateWriteBounce,
     /// With persistent grants: the first read after the trigger answered,
-    /// then [`LATE_WRITE_AFTER`] later every byte of the persistent frames
+    /// then [`LATE_ACCESS_AFTER`] later every byte of the persistent frames
     /// it used is written [`LATE_WRITE_BYTE`] (they stay mapped, as
     /// persistent grants do). The frontend copied the data out at the
     /// response: what it handed back must not change.
     LateWritePersistent,
     /// The first write after the trigger answered OKAY with its data
-    /// grants still mapped; [`LATE_WRITE_AFTER`] later the backend reads
+    /// grants still mapped; [`LATE_ACCESS_AFTER`] later the backend reads
     /// its pages again and says in its `test-late-read` node whether they
     /// still hold what it wrote to the disk, then unmaps them. A frontend
     /// that ended the write at its response has let its owner reuse the

@@ -114,27 +114,27 @@ impl Backend {
                 | Scenario::LateWritePersistent
                 | Scenario::LateReadAfterResponse => {
                     if self.disk.late.is_some() {
-                        self.late_at = Some(Instant::now() + scenario::LATE_WRITE_AFTER);
+                        self.late_at = Some(Instant::now() + scenario::LATE_ACCESS_AFTER);
                         let what = match s {
                             Scenario::LateReadAfterResponse => format!(
                                 "write id {:#x} answered with its data grants still mapped: \
                                  read again in {:?}, then unmapped",
                                 rsp.id,
-                                scenario::LATE_WRITE_AFTER
+                                scenario::LATE_ACCESS_AFTER
                             ),
                             Scenario::LateWritePersistent => format!(
                                 "read id {:#x} answered: {:#04x} written over its persistent \
                                  frames in {:?}",
                                 rsp.id,
                                 scenario::LATE_WRITE_BYTE,
-                                scenario::LATE_WRITE_AFTER
+                                scenario::LATE_ACCESS_AFTER
                             ),
                             _ => format!(
                                 "read id {:#x} answered with its data grants still mapped: \
                                  {:#04x} written over them in {:?}, then unmapped",
                                 rsp.id,
                                 scenario::LATE_WRITE_BYTE,
-                                scenario::LATE_WRITE_AFTER
+                                scenario::LATE_ACCESS_AFTER
                             ),
                         };
                         self.fire(&what);
@@ -284,7 +284,7 @@ impl Backend {
         let Some(late) = self.disk.late.take() else {
             return;
         };
-        let ago = scenario::LATE_WRITE_AFTER;
+        let ago = scenario::LATE_ACCESS_AFTER;
         match late {
             Late::Mapped {
                 mut map,

@@ -19,12 +19,13 @@
 #    pages written after its answer (the request held until the backend
 #    unmaps, the data path parked, removal waiting), the same for a write
 #    read after its answer, and a bounce frame written after its answer
-#    (the frame retired, never reused). late-write-persistent takes no
-#    path of its own (persistent frames stay mapped by design; the copy
-#    out at the answer is what fio-verify's persistent run does here), nor
-#    does closing-after-answering (what is left in flight fails as in
-#    "killed"). Each takes about 60 s here (KASAN domU under TCG, with
-#    the checks of what each must show), so all 31 would add about 25
+#    (the frame retired, never reused). late-write-cached takes the path
+#    of late-write-after-response (the driver holds a read whoever owns
+#    its pages), late-write-persistent none of its own (persistent frames
+#    stay mapped by design; the copy out at the answer is what
+#    fio-verify's persistent run does here), closing-after-answering that
+#    of "killed" (what is left in flight fails). Each takes about 60 s here (KASAN domU under TCG, with
+#    the checks of what each must show), so all 32 would add about 26
 #    minutes to a run whose warm total is about 44 (the budget is 45):
 #    the others run on the test kernel in suite 20 (where the console scan
 #    still catches any WARN or oops), and all of them under the checkers

@@ -11,6 +11,10 @@
 #            latency (LWL workloads: qd1 qd32 seqwrite, over the first
 #            LATSIZE of the disk, in MiB with an M: 64M) or xlatency (the
 #            same on Xen, xen-guest.sh -2);
+#            xmemory and/or xattach (Xen, one vbd of the userspace blkif
+#            backend, xen-guest.sh with USERSPACE_BACKEND=1: its memory
+#            once up and after fio, REPS repetitions; its attach time,
+#            ATTACHREPS); "xmemory xattach" both;
 #            calib; or compare and/or profile (one setup of both drivers
 #            serves both), calib first in that setup if named too ("calib
 #            compare profile": the smoke run's one boot for the three; C

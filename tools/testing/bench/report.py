@@ -440,7 +440,7 @@ if "xattach" in cfg["exps"]:
           "as for virtio",
           ["vbds", "C xen-blkfront", "ours", "C again"] + ATTACH_COLS, [[1, rng(p["c"]), rng(p["rs"]), rng(p["c_again"])] + cols])
     csv("xattach", ["vbds"] + ATTACH_CSV, [[1] + r for r in crows])
-    bars("xattach", "Xen: time from the vbd's frontend node to its disk in /sys/block (median, min-max bars)", "vbds", "ms",
+    bars("xattach", "Xen: time from the vbd frontend node to its disk in /sys/block (median, min-max bars)", "vbds", "ms",
          "# vbds, then per driver (C, ours, C again): median min max (ms)\n" + f"1 {d}\n", ["C xen-blkfront", "ours", "C again"])
 
 # ---- 4g. Xen memory per vbd ---------------------------------------------------------
@@ -452,6 +452,7 @@ if "xmemory" in cfg["exps"]:
                 a, b = num(r.get("memfree_kib")), num(r.get("module_kib"))
                 r["memfree_nomod_kib"] = "NA" if a is None or b is None else str(a - b)
     XMEM = MEM[:1] + (("memfree_nomod_kib", "free memory drop - module"),) + MEM[1:]
+    short = {"memfree_kib": "free", "memfree_nomod_kib": "free-mod", "slab_kib": "Slab", "sunreclaim_kib": "SUnrecl"}
     info = {i.get("driver"): i for i in infos if i.get("exp") == "xmemory"}
     mod = {drv: point({"exp": "xmemory", "driver": drv, "stage": "up"}, "module_kib", label=f"xmemory {drv} module") for drv in ATTACH}
     rows, csvrows, dat = [], [], "# stage/measure, then per driver (C, ours, C again): median min max (KiB)\n"
@@ -464,12 +465,12 @@ if "xmemory" in cfg["exps"]:
             seen = beyond(pr, aa, diff=True)
             rows.append([stitle, title] + [rng(p[drv], 0) for drv in ATTACH] + [ratio(p["rs"], p["c"]), rng(pr, 0), rng(aa, 0), seen])
             csvrows.append([stage, metric] + [f(p[drv], 0) for drv in ATTACH] + [ratio(p["rs"], p["c"])] + mmm(pr) + mmm(aa) + [seen])
-            dat += f"{stage}:{title.replace(' ', '_')} " + " ".join("- - -" if p[drv] is None else f"{p[drv][1]} {p[drv][0]} {p[drv][2]}" for drv in ATTACH) + "\n"
+            dat += f"{stage}:{short[metric]} " + " ".join("- - -" if p[drv] is None else f"{p[drv][1]} {p[drv][0]} {p[drv][2]}" for drv in ATTACH) + "\n"
     pers = {drv: i.get("persistent", "?") for drv, i in info.items()}
     table(f"Memory of one Xen vbd (userspace blkif backend, persistent grants offered), KiB drop from before insmod: median [min-max] "
           f"of {cfg['reps']} repetitions, C, ours and C again in one boot; up = the disk added, after fio = after 4k randread QD32 and "
           f"1M seq write QD8 ({cfg['runtime']} s each); module sizes (in free memory drop): C {f(mod['c'], 0)} KiB, ours {f(mod['rs'], 0)} KiB; "
-          f"requests served with persistent grants (C, ours): {pers.get('c', '?')}, {pers.get('rs', '?')}; ours-C and the A/A spread "
+          f"grants the backend holds mapped as persistent after fio (C, ours): {pers.get('c', '?')}, {pers.get('rs', '?')}; ours-C and the A/A spread "
           "(C again-C) per repetition, KiB; 'beyond A/A' = the mean of ours-C further from 0 than the furthest A/A difference",
           ["stage", "measure"] + [ATTACH[drv] for drv in ATTACH] + ["ours/C", "ours-C paired", "A/A C-C paired", "beyond A/A"], rows)
     csv("xmemory", ["stage", "measure", "c_median_kib", "rs_median_kib", "c_again_median_kib", "rs_per_c", "rs_minus_c_n",

@@ -664,20 +664,28 @@ exp_memory() {
 # unmeasured round of each driver first takes what the boot and a
 # driver's first bind set up once.
 now_ns() { sed -n 's/^now at \([0-9]*\) nsecs$/\1/p;3q' /proc/timer_list; }
+# ms_until T0 SECONDS CMD...: polls CMD every 10 ms until it succeeds and
+# prints the milliseconds from T0 (now_ns) until then; NA (failing) once
+# SECONDS have gone by.
+ms_until() {
+    local t0=$1 lim=$2 t1; shift 2
+    until "$@"; do
+        t1=$(now_ns)
+        [ $((t1 - t0)) -lt $((lim * 1000000000)) ] || { echo NA; return 1; }
+        usleep 10000
+    done
+    t1=$(now_ns)
+    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f\n", (b - a) / 1e6 }'
+}
+nvd_at_least() { [ "$(nvd)" -ge "$1" ]; }
 vdrv_dir() { if [ "$1" = rs ]; then echo /sys/bus/virtio/drivers/virtio_blk_rs; else echo /sys/bus/virtio/drivers/virtio_blk; fi; }
 attach_run() { # DRIVER COUNT: prints the milliseconds, or NA
-    local dir t0 t1 d
+    local dir t0 d
     dir=$(vdrv_dir "$1")
     set -- $(echo $devs | cut -d' ' -f1-"$2")
     t0=$(now_ns)
     for d in "$@"; do echo "$d" > "$dir/bind"; done
-    while [ "$(nvd)" -lt $# ]; do
-        t1=$(now_ns)
-        [ $((t1 - t0)) -lt 30000000000 ] || { echo NA; return 1; }
-        sleep 0.01
-    done
-    t1=$(now_ns)
-    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f\n", (b - a) / 1e6 }'
+    ms_until "$t0" 30 nvd_at_least $#
 }
 attach_unbind() { # DRIVER
     local dir d
@@ -738,7 +746,7 @@ xfp_unload() { # DRIVER
 # takes to reach dom0 does not count) until xvdb is in /sys/block (NA
 # after 60 s). t0 is taken before the first read that finds the node.
 xfp_up() {
-    local t0 t1 i=0
+    local t0 i=0
     us_start - >&2   # its DOM0-CMD to the console, not into $(...)
     while :; do
         t0=$(now_ns)
@@ -746,13 +754,7 @@ xfp_up() {
         i=$((i + 1)); [ $i -lt 6000 ] || { echo NA; return 1; }
         usleep 10000
     done
-    while [ ! -e /sys/block/${US_DISK:-xvdb} ]; do
-        t1=$(now_ns)
-        [ $((t1 - t0)) -lt 60000000000 ] || { echo NA; return 1; }
-        usleep 10000
-    done
-    t1=$(now_ns)
-    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f\n", (b - a) / 1e6 }'
+    ms_until "$t0" 60 [ -e /sys/block/${US_DISK:-xvdb} ]
 }
 xfp_down() { # EXP DRIVER: the vbd detached, the module unloaded
     local ans

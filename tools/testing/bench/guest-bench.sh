@@ -587,6 +587,13 @@ mem_line() { # DRIVER DISKS REP "BASE" "NOW" MODULE_KIB [EXP [IDS]]
 slab_kib() { # the slab caches' sizes in KiB (/proc/slabinfo: name, objects, object size)
     awk 'NR > 2 { printf "%s %d\n", $1, $3 * $4 / 1024 }' /proc/slabinfo
 }
+# slab_growth BASE DIVISOR FIELDS: a line "FIELDS cache=NAME
+# kib_per_disk=N" per slab cache that grew by 4 KiB or more since BASE (a
+# slab_kib output), the growth divided by DIVISOR.
+slab_growth() {
+    slab_kib | awk -v f="$3" -v n="$2" 'NR == FNR { k[$1] = $2; next }
+        $2 - k[$1] >= 4 { printf "%s cache=%s kib_per_disk=%.1f\n", f, $1, ($2 - k[$1]) / n }' "$1" -
+}
 exp_memory() {
     local drv mod ko devs n base one all d r w kib bw iops mkib k
     devs=$(vblk_devs); n=$(echo $devs | wc -w)
@@ -629,8 +636,7 @@ exp_memory() {
             mem_line $drv "$n" $r "$base" "$all" "$mkib"
             # Where the slab growth of the other disks went, for reading
             # the table: the caches that grew by 4 KiB or more.
-            slab_kib | awk -v d=$drv -v r=$r -v n=$((n - 1)) 'NR == FNR { k[$1] = $2; next }
-                $2 - k[$1] >= 4 { printf "MEMORY-SLAB driver=%s rep=%s cache=%s kib_per_disk=%.1f\n", d, r, $1, ($2 - k[$1]) / n }' /tmp/slab1 -
+            slab_growth /tmp/slab1 $((n - 1)) "MEMORY-SLAB driver=$drv rep=$r"
         fi
         check "memory: rmmod $mod" unload $mod
     done; done
@@ -776,11 +782,15 @@ exp_xmemory() {
     for r in 0 $(seq 1 "$REPS"); do for drv in c rs c_again; do
         [ $r = 0 ] && [ $drv != c ] && continue
         base=$(mem_snap)
+        slab_kib > /tmp/xslab0
         check "xmemory $drv: insmod" xfp_load $drv || continue
         mkib=$(awk -v m=$([ $drv = rs ] && echo xen_blkfront_rs || echo xen_blkfront) '$1 == m { printf "%d", $2 / 1024 }' /proc/modules)
         ms=$(xfp_up)
         if check "xmemory $drv: xvdb appears (${ms} ms)" [ "$ms" != NA ]; then
             up=$(mem_snap)
+            # The caches that grew with the module and the vbd, for
+            # reading the table.
+            [ $r = 0 ] || slab_growth /tmp/xslab0 1 "XMEMORY-SLAB driver=$drv rep=$r stage=up"
             fio_one xvdb randread 4k --ioengine=libaio --iodepth=32 --size=64M > /dev/null
             fio_one xvdb write 1M --ioengine=libaio --iodepth=8 --size=64M > /dev/null
             io=$(mem_snap)

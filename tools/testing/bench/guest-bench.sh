@@ -11,6 +11,10 @@
 #            latency (LWL workloads: qd1 qd32 seqwrite, over the first
 #            LATSIZE of the disk, in MiB with an M: 64M) or xlatency (the
 #            same on Xen, xen-guest.sh -2);
+#            xmemory and/or xattach (Xen, one vbd of the userspace blkif
+#            backend, xen-guest.sh with USERSPACE_BACKEND=1: its memory
+#            once up and after fio, REPS repetitions; its attach time,
+#            ATTACHREPS); "xmemory xattach" both;
 #            calib; or compare and/or profile (one setup of both drivers
 #            serves both), calib first in that setup if named too ("calib
 #            compare profile": the smoke run's one boot for the three; C
@@ -574,14 +578,21 @@ wait_nvd() { # COUNT
     for i in $(seq 1 80); do [ "$(nvd)" -ge "$1" ] && return 0; sleep 0.25; done
     return 1
 }
-mem_line() { # DRIVER DISKS REP "BASE" "NOW" MODULE_KIB
-    local drv=$1 disks=$2 rep=$3
+mem_line() { # DRIVER DISKS REP "BASE" "NOW" MODULE_KIB [EXP [IDS]]
+    local drv=$1 disks=$2 rep=$3 exp=${7:-memory} ids=${8:-}
     shift 3
     set -- $1 $2 "$3"
-    bench_line "exp=memory driver=$drv disks=$disks rep=$rep memfree_kib=$(($1 - $4)) slab_kib=$(($5 - $2)) sunreclaim_kib=$(($6 - $3)) module_kib=$7"
+    bench_line "exp=$exp driver=$drv disks=$disks$ids rep=$rep memfree_kib=$(($1 - $4)) slab_kib=$(($5 - $2)) sunreclaim_kib=$(($6 - $3)) module_kib=$7"
 }
 slab_kib() { # the slab caches' sizes in KiB (/proc/slabinfo: name, objects, object size)
     awk 'NR > 2 { printf "%s %d\n", $1, $3 * $4 / 1024 }' /proc/slabinfo
+}
+# slab_growth BASE DIVISOR FIELDS: a line "FIELDS cache=NAME
+# kib_per_disk=N" per slab cache that grew by 4 KiB or more since BASE (a
+# slab_kib output), the growth divided by DIVISOR.
+slab_growth() {
+    slab_kib | awk -v f="$3" -v n="$2" 'NR == FNR { k[$1] = $2; next }
+        $2 - k[$1] >= 4 { printf "%s cache=%s kib_per_disk=%.1f\n", f, $1, ($2 - k[$1]) / n }' "$1" -
 }
 exp_memory() {
     local drv mod ko devs n base one all d r w kib bw iops mkib k
@@ -625,8 +636,7 @@ exp_memory() {
             mem_line $drv "$n" $r "$base" "$all" "$mkib"
             # Where the slab growth of the other disks went, for reading
             # the table: the caches that grew by 4 KiB or more.
-            slab_kib | awk -v d=$drv -v r=$r -v n=$((n - 1)) 'NR == FNR { k[$1] = $2; next }
-                $2 - k[$1] >= 4 { printf "MEMORY-SLAB driver=%s rep=%s cache=%s kib_per_disk=%.1f\n", d, r, $1, ($2 - k[$1]) / n }' /tmp/slab1 -
+            slab_growth /tmp/slab1 $((n - 1)) "MEMORY-SLAB driver=$drv rep=$r"
         fi
         check "memory: rmmod $mod" unload $mod
     done; done
@@ -660,20 +670,28 @@ exp_memory() {
 # unmeasured round of each driver first takes what the boot and a
 # driver's first bind set up once.
 now_ns() { sed -n 's/^now at \([0-9]*\) nsecs$/\1/p;3q' /proc/timer_list; }
+# ms_until T0 SECONDS CMD...: polls CMD every 10 ms until it succeeds and
+# prints the milliseconds from T0 (now_ns) until then; NA (failing) once
+# SECONDS have gone by.
+ms_until() {
+    local t0=$1 lim=$2 t1; shift 2
+    until "$@"; do
+        t1=$(now_ns)
+        [ $((t1 - t0)) -lt $((lim * 1000000000)) ] || { echo NA; return 1; }
+        usleep 10000
+    done
+    t1=$(now_ns)
+    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f\n", (b - a) / 1e6 }'
+}
+nvd_at_least() { [ "$(nvd)" -ge "$1" ]; }
 vdrv_dir() { if [ "$1" = rs ]; then echo /sys/bus/virtio/drivers/virtio_blk_rs; else echo /sys/bus/virtio/drivers/virtio_blk; fi; }
 attach_run() { # DRIVER COUNT: prints the milliseconds, or NA
-    local dir t0 t1 d
+    local dir t0 d
     dir=$(vdrv_dir "$1")
     set -- $(echo $devs | cut -d' ' -f1-"$2")
     t0=$(now_ns)
     for d in "$@"; do echo "$d" > "$dir/bind"; done
-    while [ "$(nvd)" -lt $# ]; do
-        t1=$(now_ns)
-        [ $((t1 - t0)) -lt 30000000000 ] || { echo NA; return 1; }
-        sleep 0.01
-    done
-    t1=$(now_ns)
-    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f\n", (b - a) / 1e6 }'
+    ms_until "$t0" 30 nvd_at_least $#
 }
 attach_unbind() { # DRIVER
     local dir d
@@ -708,9 +726,103 @@ exp_attach() {
     echo 1 > /sys/bus/virtio/drivers_autoprobe
 }
 
+# ------------------------------------------------- xattach, xmemory ----
+# Xen counterparts of attach and memory (xen-guest.sh with
+# USERSPACE_BACKEND=1): the C driver binds a blkback vbd once per boot, but
+# the userspace blkif backend (us_start in common.sh) creates a fresh vbd,
+# xvdb, every time it is asked, so both drivers can be brought up again and
+# again in one boot. Both modules register for "vbd": one loaded at a time.
+# The xen bus's drivers_autoprobe is off while a module registers, so that
+# neither binds the boot's blkback vbd xvda (it would count in the memory
+# and could not be bound a second time), and on while the backend creates
+# xvdb: the vbd is probed as a hot-plugged one is.
+xbus=/sys/bus/xen
+xfp_load() { # DRIVER (c, rs or c_again)
+    echo 0 > $xbus/drivers_autoprobe
+    if [ "${1%_again}" = c ]; then insmod /lib/modules/xen-blkfront.ko
+    else insmod /lib/modules/xen_blkfront_rs.ko; fi || { echo 1 > $xbus/drivers_autoprobe; return 1; }
+    echo 1 > $xbus/drivers_autoprobe
+}
+xfp_unload() { # DRIVER
+    if [ "${1%_again}" = c ]; then unbind_vbds vbd; unload xen_blkfront
+    else unbind_vbds xen_blkfront_rs; unload xen_blkfront_rs; fi
+}
+# xfp_up: asks dom0 for the vbd and prints the milliseconds from its
+# frontend node's appearance (xs_read polled every 10 ms: what the request
+# takes to reach dom0 does not count) until xvdb is in /sys/block (NA
+# after 60 s). t0 is taken before the first read that finds the node.
+xfp_up() {
+    local t0 i=0
+    us_start - >&2   # its DOM0-CMD to the console, not into $(...)
+    while :; do
+        t0=$(now_ns)
+        xs_read "device/vbd/${US_DEVID:-51728}/state" > /dev/null && break
+        i=$((i + 1)); [ $i -lt 6000 ] || { echo NA; return 1; }
+        usleep 10000
+    done
+    ms_until "$t0" 60 [ -e /sys/block/${US_DISK:-xvdb} ]
+}
+xfp_down() { # EXP DRIVER: the vbd detached, the module unloaded
+    local ans
+    ans=$(us_stop)
+    check "$1 $2: vbd detached (dom0: $ans)" [ "$ans" = exited ]
+    check "$1 $2: xvdb gone" us_disk_gone 30
+    check "$1 $2: rmmod" xfp_unload "$2"
+}
+# xmemory: per repetition C, ours and C again (c_again: the A/A spread),
+# each: a snapshot (mem_snap), the module loaded, the vbd brought up, a
+# snapshot ("up"), fio 4 KiB random reads QD32 then 1 MiB sequential
+# writes QD8 (RT s each: the persistent grants and any bounce pages the
+# driver keeps for the disk's lifetime grow with I/O), a snapshot ("io").
+# One unmeasured round of C first, as in memory.
+exp_xmemory() {
+    local r drv base up io mkib ms
+    echo "BENCH-PHASE xmemory start $(cut -d' ' -f1 /proc/uptime)"
+    check "xmemory: the xen bus has drivers_autoprobe" [ -w $xbus/drivers_autoprobe ] || return 1
+    for r in 0 $(seq 1 "$REPS"); do for drv in c rs c_again; do
+        [ $r = 0 ] && [ $drv != c ] && continue
+        base=$(mem_snap)
+        slab_kib > /tmp/xslab0
+        check "xmemory $drv: insmod" xfp_load $drv || continue
+        mkib=$(awk -v m=$([ $drv = rs ] && echo xen_blkfront_rs || echo xen_blkfront) '$1 == m { printf "%d", $2 / 1024 }' /proc/modules)
+        ms=$(xfp_up)
+        if check "xmemory $drv: xvdb appears (${ms} ms)" [ "$ms" != NA ]; then
+            up=$(mem_snap)
+            # The caches that grew with the module and the vbd, for
+            # reading the table.
+            [ $r = 0 ] || slab_growth /tmp/xslab0 1 "XMEMORY-SLAB driver=$drv rep=$r stage=up"
+            fio_one xvdb randread 4k --ioengine=libaio --iodepth=32 --size=64M > /dev/null
+            fio_one xvdb write 1M --ioengine=libaio --iodepth=8 --size=64M > /dev/null
+            io=$(mem_snap)
+            if [ $r != 0 ]; then
+                [ $r = 1 ] && echo "BENCH-INFO exp=xmemory driver=$drv persistent=$(us_stats persistent) nr_requests=$(q xvdb nr_requests) max_segments=$(q xvdb max_segments)"
+                mem_line $drv 1 $r "$base" "$up" "$mkib" xmemory " stage=up"
+                mem_line $drv 1 $r "$base" "$io" "$mkib" xmemory " stage=io"
+            fi
+        fi
+        xfp_down xmemory $drv
+    done; done
+}
+# xattach: per repetition C, ours and C again, each loading its module,
+# timing xfp_up, then detaching and unloading; one unmeasured round of
+# each driver first.
+exp_xattach() {
+    local r drv ms
+    echo "BENCH-PHASE xattach start $(cut -d' ' -f1 /proc/uptime)"
+    check "xattach: the xen bus has drivers_autoprobe" [ -w $xbus/drivers_autoprobe ] || return 1
+    for r in 0 $(seq 1 "${ATTACHREPS:-$REPS}"); do for drv in c rs c_again; do
+        [ $r = 0 ] && [ $drv = c_again ] && continue
+        check "xattach $drv: insmod" xfp_load $drv || continue
+        ms=$(xfp_up)
+        [ $r = 0 ] || bench_line "exp=xattach driver=$drv rep=$r attach_ms=$ms"
+        xfp_down xattach $drv
+    done; done
+}
+
 case $EXPS in
-    virtio | calib | memory | latency | xlatency | attach) exp_$EXPS ;;
+    virtio | calib | memory | latency | xlatency | attach | xmemory | xattach) exp_$EXPS ;;
     "memory attach") exp_memory; exp_attach ;;
+    "xmemory xattach") exp_xmemory; exp_xattach ;;
     # C binds a vbd once per boot: compare and profile share one setup.
     compare | profile | "compare profile" | "calib compare profile")
         if both_drivers_up "$EXPS"; then

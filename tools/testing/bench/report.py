@@ -127,18 +127,36 @@ def point(want, metric, required=True, label="", reps=None):
     return s
 
 
-def paired(want_a, want_b, metric):
+def paired(want_a, want_b, metric, diff=False):
     """min/med/max/n/geometric mean of A/B per repetition: the two runs of a
     repetition are adjacent in time, so slow drift of the host cancels out
-    of each ratio."""
+    of each ratio. diff: A - B and its mean instead (quantities that can
+    be 0 or below, such as a memory delta)."""
     def by_rep(want):
         return {r.get("rep"): num(r.get(metric)) for ident, rs in groups.items()
                 if all(dict(ident).get(k) == v for k, v in want.items()) for r in rs}
     a, b = by_rep(want_a), by_rep(want_b)
-    vals = [a[k] / b[k] for k in a if a[k] and b.get(k)]
+    if diff:
+        vals = [a[k] - b[k] for k in a if a[k] is not None and b.get(k) is not None]
+    else:
+        vals = [a[k] / b[k] for k in a if a[k] and b.get(k)]
     if not vals:
         return None
-    return (min(vals), statistics.median(vals), max(vals), len(vals), statistics.geometric_mean(vals))
+    return (min(vals), statistics.median(vals), max(vals), len(vals),
+            statistics.mean(vals) if diff else statistics.geometric_mean(vals))
+
+
+def beyond(pr, aa, diff=False):
+    """Whether ours/C (pr) shows a difference the method can show: its
+    geometric mean further from 1, either way, than the furthest A/A ratio
+    (identical drivers: how far apart noise alone put them, in whichever
+    direction); diff: its mean difference further from 0 than the furthest
+    A/A difference. Not judged on fewer than 3 A/A pairs, whose range says
+    nothing."""
+    if pr is None or aa is None or aa[3] < 3:
+        return "-"
+    g = (lambda x: x) if diff else math.log
+    return "yes" if abs(g(pr[4])) > max(abs(g(aa[0])), abs(g(aa[2]))) else "no"
 
 
 def gm(s):
@@ -366,36 +384,99 @@ if "memory" in cfg["exps"]:
           ["workload", "C virtio_blk", "ours", "ours/C", "ours/C per rep (geo mean)"], rows)
     csv("memory", ["driver", "measure"] + [f"kib_{k}_disk{'s' if k > 1 else ''}" for k in pts] + ["kib_per_disk", "mbps_median"], csvrows)
 
-# ---- 4e. attach time ----------------------------------------------------------------
+# ---- 4e/4f. attach time ------------------------------------------------------------
+ATTACH = {"c": "C", "rs": "ours", "c_again": "C again"}
+ATTACH_CSV = ["driver", "n", "min_ms", "median_ms", "max_ms", "rs_per_c_n", "rs_per_c_min", "rs_per_c_median",
+              "rs_per_c_max", "rs_per_c_geomean", "aa_n", "aa_min", "aa_median", "aa_max", "aa_geomean", "beyond_aa"]
+ATTACH_COLS = ["ours/C paired", "geomean", "A/A C/C paired", "A/A geomean", "beyond A/A"]
+
+
+def attach_point(want, label, reps):
+    """C, ours and C again at one point (WANT) of an attach experiment:
+    their times, ours/C and C again/C per repetition, and the table's
+    ratio columns, the CSV rows (after KEY) and the plot's data line."""
+    p = {drv: point(dict(want, driver=drv), "attach_ms", label=f"{label} {ATTACH[drv]}", reps=reps) for drv in ATTACH}
+    pr = paired(dict(want, driver="rs"), dict(want, driver="c"), "attach_ms")
+    aa = paired(dict(want, driver="c_again"), dict(want, driver="c"), "attach_ms")
+    seen = beyond(pr, aa)
+    cols = [rng(pr, 2), gm(pr), rng(aa, 2), gm(aa), seen]
+    rows = [[drv] + mmm(p[drv]) + ([None] * 5 if drv != "rs" else mmm(pr) + [gm(pr)]) + (mmm(aa) + [gm(aa), seen] if drv == "rs" else [None] * 6)
+            for drv in ATTACH]
+    dat = " ".join("- - -" if p[drv] is None else f"{p[drv][1]} {p[drv][0]} {p[drv][2]}" for drv in ATTACH)
+    return p, cols, rows, dat
+
+
+def bars(name, title, xlabel, ylabel, dat, names, yrange="set yrange [0:*]\n"):
+    """A histogram with min-max error bars: DAT's column 1 the group, then
+    median min max per bar (one bar per name)."""
+    using = ", ".join(("'DAT'" if i == 0 else "''") + f" using {3 * i + 2}:{3 * i + 3}:{3 * i + 4}" + (":xtic(1)" if i == 0 else "") + f" title '{t}'"
+                      for i, t in enumerate(names))
+    gnuplot(name, f"set title '{title}'\nset style data histogram\nset style histogram errorbars gap 1 lw 1\n"
+            f"set style fill solid 0.6 border -1\nset xlabel '{xlabel}'\nset ylabel '{ylabel}'\n{yrange}plot {using}\n", dat)
+
+
 if "attach" in cfg["exps"]:
-    names = {"c": "C virtio_blk", "rs": "ours", "c_again": "C again"}
     reps = cfg.get("attach_reps", cfg["reps"])
     rows, csvrows, dat = [], [], "# disks, then per driver (C, ours, C again): median min max (ms)\n"
     for k in cfg["attachdisks"]:
-        p = {drv: point({"exp": "attach", "driver": drv, "disks": str(k)}, "attach_ms", label=f"attach {drv} {k} disk(s)", reps=reps)
-             for drv in names}
-        pr = paired({"exp": "attach", "driver": "rs", "disks": str(k)}, {"exp": "attach", "driver": "c", "disks": str(k)}, "attach_ms")
-        aa = paired({"exp": "attach", "driver": "c_again", "disks": str(k)}, {"exp": "attach", "driver": "c", "disks": str(k)}, "attach_ms")
-        # As for latency: ours/C's geometric mean further from 1 than the
-        # furthest A/A ratio, either way; not judged on fewer than 3 pairs.
-        if pr is None or aa is None or aa[3] < 3:
-            seen = "-"
-        else:
-            seen = "yes" if abs(math.log(pr[4])) > max(abs(math.log(aa[0])), abs(math.log(aa[2]))) else "no"
+        p, cols, crows, d = attach_point({"exp": "attach", "disks": str(k)}, f"attach {k} disk(s)", reps)
         per_disk = {drv: None if p[drv] is None else f"{p[drv][1] / int(k):.1f}" for drv in ("c", "rs")}
-        rows.append([k, rng(p["c"]), rng(p["rs"]), per_disk["c"] or "-", per_disk["rs"] or "-", rng(pr, 2), gm(pr), rng(aa, 2), gm(aa), seen])
-        for drv in names:
-            csvrows.append([k, drv] + mmm(p[drv]) + ([None] * 5 if drv != "rs" else mmm(pr) + [gm(pr)]) + (mmm(aa) + [gm(aa), seen] if drv == "rs" else [None] * 6))
-        dat += f"{k} " + " ".join("- - -" if p[drv] is None else f"{p[drv][1]} {p[drv][0]} {p[drv][2]}" for drv in names) + "\n"
+        rows.append([k, rng(p["c"]), rng(p["rs"]), per_disk["c"] or "-", per_disk["rs"] or "-"] + cols)
+        csvrows += [[k] + r for r in crows]
+        dat += f"{k} {d}\n"
     table(f"Attach time (virtio-blk, disks of 2 queues; bind to /sys/block, ms): median [min-max] of {reps} repetitions, "
           "C, ours and C again alternating in one boot; ours/C per repetition, median [min-max] and geometric mean; "
           "the A/A spread: C again/C per repetition. 'beyond A/A' as for latency",
-          ["disks", "C virtio_blk", "ours", "C ms/disk", "ours ms/disk", "ours/C paired", "geomean", "A/A C/C paired", "A/A geomean", "beyond A/A"], rows)
-    csv("attach", ["disks", "driver", "n", "min_ms", "median_ms", "max_ms", "rs_per_c_n", "rs_per_c_min", "rs_per_c_median",
-                   "rs_per_c_max", "rs_per_c_geomean", "aa_n", "aa_min", "aa_median", "aa_max", "aa_geomean", "beyond_aa"], csvrows)
-    gnuplot("attach", "set title 'virtio-blk: time from bind to the last disk in /sys/block (median, min-max bars)'\nset style data histogram\n"
-            "set style histogram errorbars gap 1 lw 1\nset style fill solid 0.6 border -1\nset xlabel 'disks'\nset ylabel 'ms'\nset yrange [0:*]\n"
-            "plot 'DAT' using 2:3:4:xtic(1) title 'C virtio_blk', '' using 5:6:7 title 'ours', '' using 8:9:10 title 'C again'\n", dat)
+          ["disks", "C virtio_blk", "ours", "C ms/disk", "ours ms/disk"] + ATTACH_COLS, rows)
+    csv("attach", ["disks"] + ATTACH_CSV, csvrows)
+    bars("attach", "virtio-blk: time from bind to the last disk in /sys/block (median, min-max bars)", "disks", "ms", dat,
+         ["C virtio_blk", "ours", "C again"])
+
+if "xattach" in cfg["exps"]:
+    reps = cfg.get("attach_reps", cfg["reps"])
+    p, cols, crows, d = attach_point({"exp": "xattach"}, "xattach", reps)
+    table(f"Attach time (Xen, one vbd of the userspace blkif backend; its frontend node in xenstore to /sys/block, ms): "
+          f"median [min-max] of {reps} repetitions, C, ours and C again alternating in one boot; ours/C and the A/A spread "
+          "as for virtio",
+          ["vbds", "C xen-blkfront", "ours", "C again"] + ATTACH_COLS, [[1, rng(p["c"]), rng(p["rs"]), rng(p["c_again"])] + cols])
+    csv("xattach", ["vbds"] + ATTACH_CSV, [[1] + r for r in crows])
+    bars("xattach", "Xen: time from the vbd frontend node to its disk in /sys/block (median, min-max bars)", "vbds", "ms",
+         "# vbds, then per driver (C, ours, C again): median min max (ms)\n" + f"1 {d}\n", ["C xen-blkfront", "ours", "C again"])
+
+# ---- 4g. Xen memory per vbd ---------------------------------------------------------
+if "xmemory" in cfg["exps"]:
+    # Free memory without the module's own size as a measure of its own.
+    for ident, rs in groups.items():
+        if dict(ident).get("exp") == "xmemory":
+            for r in rs:
+                a, b = num(r.get("memfree_kib")), num(r.get("module_kib"))
+                r["memfree_nomod_kib"] = "NA" if a is None or b is None else str(a - b)
+    XMEM = MEM[:1] + (("memfree_nomod_kib", "free memory drop - module"),) + MEM[1:]
+    short = {"memfree_kib": "free", "memfree_nomod_kib": "free-mod", "slab_kib": "Slab", "sunreclaim_kib": "SUnrecl"}
+    info = {i.get("driver"): i for i in infos if i.get("exp") == "xmemory"}
+    mod = {drv: point({"exp": "xmemory", "driver": drv, "stage": "up"}, "module_kib", label=f"xmemory {drv} module") for drv in ATTACH}
+    rows, csvrows, dat = [], [], "# stage/measure, then per driver (C, ours, C again): median min max (KiB)\n"
+    for stage, stitle in (("up", "vbd up"), ("io", "after fio")):
+        for metric, title in XMEM:
+            want = {"exp": "xmemory", "stage": stage}
+            p = {drv: point(dict(want, driver=drv), metric, label=f"xmemory {stage} {ATTACH[drv]} {title}") for drv in ATTACH}
+            pr = paired(dict(want, driver="rs"), dict(want, driver="c"), metric, diff=True)
+            aa = paired(dict(want, driver="c_again"), dict(want, driver="c"), metric, diff=True)
+            seen = beyond(pr, aa, diff=True)
+            rows.append([stitle, title] + [rng(p[drv], 0) for drv in ATTACH] + [ratio(p["rs"], p["c"]), rng(pr, 0), rng(aa, 0), seen])
+            csvrows.append([stage, metric] + [f(p[drv], 0) for drv in ATTACH] + [ratio(p["rs"], p["c"])] + mmm(pr) + mmm(aa) + [seen])
+            dat += f"{stage}:{short[metric]} " + " ".join("- - -" if p[drv] is None else f"{p[drv][1]} {p[drv][0]} {p[drv][2]}" for drv in ATTACH) + "\n"
+    pers = {drv: i.get("persistent", "?") for drv, i in info.items()}
+    table(f"Memory of one Xen vbd (userspace blkif backend, persistent grants offered), KiB drop from before insmod: median [min-max] "
+          f"of {cfg['reps']} repetitions, C, ours and C again in one boot; up = the disk added, after fio = after 4k randread QD32 and "
+          f"1M seq write QD8 ({cfg['runtime']} s each); module sizes (in free memory drop): C {f(mod['c'], 0)} KiB, ours {f(mod['rs'], 0)} KiB; "
+          f"grants the backend holds mapped as persistent after fio (C, ours): {pers.get('c', '?')}, {pers.get('rs', '?')}; ours-C and the A/A spread "
+          "(C again-C) per repetition, KiB; 'beyond A/A' = the mean of ours-C further from 0 than the furthest A/A difference",
+          ["stage", "measure"] + [ATTACH[drv] for drv in ATTACH] + ["ours/C", "ours-C paired", "A/A C-C paired", "beyond A/A"], rows)
+    csv("xmemory", ["stage", "measure", "c_median_kib", "rs_median_kib", "c_again_median_kib", "rs_per_c", "rs_minus_c_n",
+                    "rs_minus_c_min", "rs_minus_c_median", "rs_minus_c_max", "aa_n", "aa_min", "aa_median", "aa_max", "beyond_aa"], csvrows)
+    bars("xmemory", "Xen: memory of one vbd, drop from before insmod (median, min-max bars)", "stage:measure", "KiB", dat,
+         ["C xen-blkfront", "ours", "C again"], yrange="")
 
 # ---- 4c/4d. latency: completion-latency percentiles from fio's JSON -------------
 LAT_EXPS = [e for e in ("latency", "xlatency") if e in cfg["exps"]]
@@ -457,15 +538,7 @@ if LAT_EXPS:
             for name, key in SHOWN:
                 c, ours = lat_stat(setup, ours_c[1], wl, key), lat_stat(setup, "rs", wl, key)
                 pr, aa = lat_paired(setup, ours_c, wl, key), lat_paired(setup, aa_pair, wl, key)
-                # A difference the method can show: ours/C's geometric mean
-                # further from 1, either way, than the furthest A/A ratio
-                # (identical drivers: how far apart noise alone put them,
-                # in whichever direction); not judged on fewer than 3 A/A
-                # pairs, whose range says nothing.
-                if pr is None or aa is None or aa[3] < 3:
-                    seen = "-"
-                else:
-                    seen = "yes" if abs(math.log(pr[4])) > max(abs(math.log(aa[0])), abs(math.log(aa[2]))) else "no"
+                seen = beyond(pr, aa)
                 rows.append([title, name, rng(c, 0), rng(ours, 0), rng(pr, 2), gm(pr), rng(aa, 2), gm(aa), seen])
                 csvrows.append([setup, wl, name, f(c, 1), f(ours, 1)] + mmm(pr) + [gm(pr)] + mmm(aa) + [gm(aa), seen])
             n = {lab: lat_stat(setup, lab, wl, "N") for lab in (ours_c[1], "rs")}

@@ -25,6 +25,14 @@
 #  4d. xlatency            (only when asked for) latency on Xen, blkback
 #                          feature_persistent 1 and 0, one boot each: C on
 #                          two vbds of one disk (A/A), then C and ours
+#  4f. xattach             (only when asked for) Xen: time from a fresh
+#                          vbd's frontend node to its disk in /sys/block,
+#                          the userspace blkif backend creating it again
+#                          for every run; C, ours and C again alternating
+#  4g. xmemory             (only when asked for) Xen: memory of one vbd
+#                          (MemFree, Slab, SUnreclaim) once it is up and
+#                          after fio, persistent grants on; C, ours and C
+#                          again; in xattach's boot when both are asked for
 #  5. compare              Xen, C and ours on two vbds of one dom0 disk
 #                          (swapped in a second boot), alternating: 4k
 #                          randread QD32, 1M seq read/write, blkback
@@ -61,13 +69,13 @@ while (($#)); do
         --out=*) out=${1#--out=} ;;
         --exp) exps=${2:?--exp LIST}; shift ;;
         --exp=*) exps=${1#--exp=} ;;
-        -h|--help) sed -n '3,51p' "$0"; exit 0 ;;
+        -h|--help) sed -n '3,59p' "$0"; exit 0 ;;
         *) die "usage: $0 [--smoke] [--exp LIST] [--out DIR]" ;;
     esac
     shift
 done
 for e in ${exps//,/ }; do
-    [[ $e =~ ^(indirect|persist|align|virtio|memory|attach|latency|xlatency|compare|calib|profile)$ ]] || die "--exp: unknown experiment '$e'"
+    [[ $e =~ ^(indirect|persist|align|virtio|memory|attach|latency|xlatency|xattach|xmemory|compare|calib|profile)$ ]] || die "--exp: unknown experiment '$e'"
 done
 want() { [[ ,$exps, == *,$1,* ]]; }
 out=${out:-$CACHE/bench-results}
@@ -112,6 +120,8 @@ memdisks=$((smoke ? 8 : 32)) mempoints=$((smoke ? 4 : 8)) memsize=64M
 # attach: 1 disk besides all of them; 8 repetitions (a run takes well
 # under a second, and TCG timing needs them for a spread to read).
 attachdisks=1 areps=${BENCH_REPS:-$((smoke ? 1 : 8))}
+# xattach: as attach; xmemory: the repetitions and fio runtime of the
+# others.
 # latency, xlatency: 5 s per fio run (virtio: thousands of requests even at
 # QD1 under TCG, so that p99.9 rests on more than a handful of samples; a
 # Xen domU does a few hundred), 4 repetitions of each label (virtio: C,
@@ -227,6 +237,15 @@ want xlatency && for p in $persist; do
     run bench-xen-latency-p$p "$T/xen-guest.sh" -l bench-xen-latency-p$p -2 -P -p "$p" -b 512 -t 1500 \
         "$(guest_script bench-xen-latency-p$p "${common[@]}" "EXPS=xlatency" "REPS=$lreps" "RT=$lrt" "LWL='$lwl'" LATSIZE=64M SEGS=32 PERSIST=$p)"
 done
+# xmemory and xattach: one boot when both are asked for, the vbd served by
+# the userspace blkif backend (persistent grants offered, its default);
+# dom0 and the domU pinned, so that the backend process does not share the
+# domU's CPU.
+xexps=$(for e in xmemory xattach; do want $e && echo -n "$e "; done)
+xexps=${xexps% }
+xl=bench-${xexps%% *}
+[ -n "$xexps" ] && USERSPACE_BACKEND=1 run $xl "$T/xen-guest.sh" -l $xl -P -p 1 -b 512 -t $((smoke ? 600 : 1800)) \
+    "$(guest_script $xl "${common[@]}" "EXPS='$xexps'" ATTACHREPS=$areps)"
 
 python3 "$T/bench/report.py" "$out" | tee "$out/report.txt"
 rc=${PIPESTATUS[0]}

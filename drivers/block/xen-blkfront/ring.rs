@@ -110,11 +110,13 @@ pub(crate) struct RingState<O: BlockOps> {
 /// One ring.
 #[pin_data]
 pub(crate) struct Ring<O: BlockOps> {
-    pub(crate) index: u32,
+    index: u32,
     /// The xenbus device, for log lines that name it.
     dev: ARef<kernel::device::Device>,
     /// The request being queued, mapped or granted by the block glue
-    /// before it takes the ring lock (see [`Scratch`]). A plain spinlock,
+    /// before it takes the ring lock (see [`Scratch`]); always taken
+    /// before `state`, never inside it ([`Ring::with_scratch_then_state`]).
+    /// A plain spinlock,
     /// taken only by `queue_rq` and at connect, neither in interrupt
     /// context: blk-mq dispatches from the submitter's process context or
     /// from kblockd's work (`submit_bio` may sleep for a tag or a frozen
@@ -123,9 +125,9 @@ pub(crate) struct Ring<O: BlockOps> {
     /// restarts the queue asynchronously). So no softirq on this CPU can
     /// enter `queue_rq` while it is held; lockdep would report one.
     #[pin]
-    pub(crate) scratch: SpinLock<Scratch>,
+    scratch: SpinLock<Scratch>,
     #[pin]
-    pub(crate) state: SpinLockIrq<RingState<O>>,
+    state: SpinLockIrq<RingState<O>>,
 }
 
 /// Where the block glue prepares a request before it takes the ring lock;
@@ -452,6 +454,51 @@ impl<O: BlockOps> Ring<O> {
         notifier.notify();
         r
     }
+
+    /// Runs `f` with the ring's [`Scratch`] locked and the way to the ring
+    /// lock ([`StateAfterScratch`]): the one order the two locks are taken
+    /// in (the ring lock is never held while waiting for the scratch).
+    /// Only for blk-mq's `queue_rq` (see [`Ring::with_state_then_notify`]).
+    pub(crate) fn with_scratch_then_state<R>(
+        &self,
+        f: impl FnOnce(&mut Scratch, StateAfterScratch<'_, O>) -> R,
+    ) -> R {
+        let mut scratch = self.scratch.lock();
+        f(&mut scratch, StateAfterScratch { ring: self })
+    }
+}
+
+/// The ring lock of a ring whose [`Scratch`] is held (made by
+/// [`Ring::with_scratch_then_state`]).
+pub(crate) struct StateAfterScratch<'a, O: BlockOps> {
+    ring: &'a Ring<O>,
+}
+
+impl<O: BlockOps> StateAfterScratch<'_, O> {
+    /// Runs `queue` (one of the ring's queueing entries) on `rq` under the
+    /// ring lock if the ring can take requests, and publishes the batch if
+    /// this request is its `last`. On `Err` the request comes back, not
+    /// ended, with why.
+    #[inline(always)]
+    pub(crate) fn queue(
+        &self,
+        rq: Rq<O>,
+        last: bool,
+        queue: impl FnOnce(&mut RingState<O>, Rq<O>) -> Result<(), (Rq<O>, QueueError)>,
+    ) -> Result<(), (Rq<O>, QueueError)> {
+        self.ring.with_state_then_notify(|st| {
+            if !st.usable() {
+                let e = if st.refuses_requests() {
+                    QueueError::Io
+                } else {
+                    QueueError::Busy
+                };
+                return (Err((rq, e)), Notifier::default());
+            }
+            let r = queue(st, rq);
+            (r, if last { st.push() } else { Notifier::default() })
+        })
+    }
 }
 
 impl<O: BlockOps> RingState<O> {
@@ -469,8 +516,9 @@ impl<O: BlockOps> RingState<O> {
         self.front.size()
     }
 
-    /// Bad backend input was seen on this ring, or the backend is closing.
-    pub(crate) fn broken(&self) -> bool {
+    /// The ring fails new requests: bad backend input was seen on it, or
+    /// the backend is closing.
+    pub(crate) fn refuses_requests(&self) -> bool {
         self.broken || self.dead
     }
 
@@ -504,7 +552,7 @@ impl<O: BlockOps> RingState<O> {
         req: Request,
         data: Prepared<'_>,
     ) -> Result<(), (Rq<O>, QueueError)> {
-        if self.broken || self.dead {
+        if self.refuses_requests() {
             return Err((rq, QueueError::Io));
         }
         let Some(io) = self.io.as_deref_mut() else {
@@ -564,11 +612,11 @@ impl<O: BlockOps> RingState<O> {
         );
         done.withdraw(io.report_notes(&ring.dev));
         match r {
-            Drained::Some => {
+            Drained::Responses => {
                 io.maybe_purge();
                 Eoi::Done
             }
-            Drained::Nothing => {
+            Drained::NonePending => {
                 io.maybe_purge();
                 Eoi::Spurious
             }

@@ -134,9 +134,9 @@ impl fmt::Display for Fault {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Drained {
     /// Responses were consumed.
-    Some,
+    Responses,
     /// None were pending (a spurious event).
-    Nothing,
+    NonePending,
     /// The backend broke the protocol (`fault`); every request in flight
     /// (`failed` of them) ended with [`Status::IoErr`]. The caller stops
     /// using the ring.
@@ -266,7 +266,7 @@ pub enum QueueError {
     Io,
     /// Complete it successfully without sending it (flush without a
     /// backend flush feature, like upstream).
-    Nothing,
+    CompleteWithoutSending,
     /// Fail it as not supported: a discard the backend does not offer, or
     /// withdrew (fstrim then says "not supported", not an I/O error).
     NotSupp,

@@ -26,11 +26,11 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         let fault = match r {
             Ok(0) => {
                 self.stats.spurious_interrupts += 1;
-                return Drained::Nothing;
+                return Drained::NonePending;
             }
             Ok(n) => {
                 self.stats.responses += u64::from(n);
-                return Drained::Some;
+                return Drained::Responses;
             }
             Err(DrainError::Ring(e)) => Fault::Producer(e),
             Err(DrainError::Response(f)) => f,

@@ -89,7 +89,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
 
     fn prepare_flush(&mut self, entry: &mut RingEntryBytes) -> Result<u32, QueueError> {
         let Some(kind) = self.n.flush else {
-            return Err(QueueError::Nothing);
+            return Err(QueueError::CompleteWithoutSending);
         };
         let barrier = kind == FlushKind::Barrier;
         let op = if barrier {

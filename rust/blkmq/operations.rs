@@ -132,7 +132,6 @@ impl HwQueue {
     }
 }
 
-
 /// The C operations table of driver `T`.
 pub(super) struct OpsTable<T>(PhantomData<T>);
 
@@ -346,4 +345,3 @@ impl<T: Operations> OpsTable<T> {
         0
     }
 }
-

@@ -56,9 +56,9 @@ use crate::datapath::KernelStorage;
 use crate::fault::FaultInjector;
 use crate::ring::{
     complete,
+    BoundRing,
     Prepared,
     Ring,
-    RingHandle,
     Scratch, //
 };
 use crate::xen::{
@@ -206,9 +206,9 @@ impl blkmq::Operations for BlkOps {
                     Ok(())
                 };
                 let r = match granted {
-                    Ok(()) => state.queue(rq, last, |st, rq| {
-                        st.queue(rq, req, Prepared::Granted(pre))
-                    }),
+                    Ok(()) => {
+                        state.queue(rq, last, |st, rq| st.queue(rq, req, Prepared::Granted(pre)))
+                    }
                     Err(e) => Err((rq, e)),
                 };
                 // Grants that never reached a slot (the ring was down, full,
@@ -221,9 +221,7 @@ impl blkmq::Operations for BlkOps {
                     // No room before the first connect: retry once connected.
                     Err((rq, QueueError::Busy))
                 } else if mapped {
-                    state.queue(rq, last, |st, rq| {
-                        st.queue(rq, req, Prepared::Mapped(segs))
-                    })
+                    state.queue(rq, last, |st, rq| st.queue(rq, req, Prepared::Mapped(segs)))
                 } else {
                     Err((rq, QueueError::Io))
                 }
@@ -373,7 +371,7 @@ impl Disk {
         name: &DiskName,
         n: &Negotiated,
         limits: &QueueLimits,
-        rings: &KVec<RingHandle<BlkOps>>,
+        rings: &[BoundRing<BlkOps>],
     ) -> Result<Self> {
         let mut rs = KVec::with_capacity(rings.len(), GFP_KERNEL)?;
         let mut depth = u32::MAX;

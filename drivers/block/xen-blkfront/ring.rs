@@ -21,7 +21,6 @@ use kernel::{
 
 use crate::blkcore::{
     datapath::{
-        pregrant::PreGranted,
         Drained,
         Fault,
         QueueError,
@@ -30,24 +29,25 @@ use crate::blkcore::{
         Status, //
     },
     grants::GrantStats,
-    mapping::MappedSegment,
     negotiate::Negotiated,
     ring::FrontRing,
 };
 mod done;
 mod held;
+mod scratch;
 mod stuck;
 
 use done::DoneList;
+pub(crate) use scratch::{
+    Prepared,
+    Scratch, //
+};
 
 use crate::blkmq::{
     self,
     Operations, //
 };
-use crate::datapath::{
-    Io,
-    KernelStorage, //
-};
+use crate::datapath::Io;
 use crate::xen::{
     evtchn::{
         BoundIrq,
@@ -56,10 +56,7 @@ use crate::xen::{
         Handler,
         Notifier, //
     },
-    grant::{
-        Frame,
-        GrantTable, //
-    },
+    grant::GrantTable,
     ring::SharedPages,
     xenbus::{
         self,
@@ -130,44 +127,13 @@ pub(crate) struct Ring<O: BlockOps> {
     state: SpinLockIrq<RingState<O>>,
 }
 
-/// Where the block glue prepares a request before it takes the ring lock;
-/// sized when the backend connects (no room before: requests wait).
-pub(crate) struct Scratch {
-    /// With bounce frames: the request's per-frame segments, granted
-    /// through the pool under the ring lock.
-    pub(crate) segs: KVec<MappedSegment<Frame>>,
-    /// Without: the request's segments granted as they are walked.
-    pub(crate) pre: Option<PreGranted<KernelStorage>>,
-    /// Grants to the backend made here (its own batch of claimed
-    /// references: the ring's is under the ring lock).
-    pub(crate) gt: GrantTable,
-}
-
-impl Scratch {
-    fn unconnected() -> Self {
-        Self {
-            segs: KVec::new(),
-            pre: None,
-            gt: GrantTable::new(0),
-        }
-    }
-}
-
-/// A request's data as [`Scratch`] holds it for [`RingState::queue`].
-pub(crate) enum Prepared<'a> {
-    /// Mapped to per-frame segments (with bounce frames).
-    Mapped(&'a [MappedSegment<Frame>]),
-    /// Granted (without); empty for a flush or discard.
-    Granted(&'a mut PreGranted<KernelStorage>),
-}
-
 /// A ring with its bound event channel (owned by the device).
-pub(crate) struct RingHandle<O: BlockOps> {
+pub(crate) struct BoundRing<O: BlockOps> {
     irq: Option<BoundIrq<Ring<O>>>,
     ring: Arc<Ring<O>>,
 }
 
-impl<O: BlockOps> RingHandle<O> {
+impl<O: BlockOps> BoundRing<O> {
     /// Allocates the shared ring (`nr_pages` pages) and event channel of
     /// ring `index` and binds the channel to the ring's handler.
     pub(crate) fn new(dev: &Device, index: u32, nr_pages: u32) -> Result<Self> {
@@ -245,7 +211,7 @@ impl<O: BlockOps> RingHandle<O> {
     /// The backend is gone but the disk stays (guest save/restore, a
     /// backend restart): unbinds the interrupt, revokes every grant and
     /// returns the requests that were in flight, for the caller to resubmit
-    /// once [`RingHandle::reconnect`] and [`Ring::start`] ran. Until then the
+    /// once [`BoundRing::reconnect`] and [`Ring::start`] ran. Until then the
     /// ring refuses new requests as busy.
     pub(crate) fn suspend(&mut self) -> KVec<Rq<O>> {
         // Data path and notifier first, under the lock: from then on the
@@ -263,7 +229,7 @@ impl<O: BlockOps> RingHandle<O> {
 
     /// Gives a suspended ring new shared pages (`nr_pages`) and a new event
     /// channel, for a new backend; publish them with
-    /// [`RingHandle::publish`].
+    /// [`BoundRing::publish`].
     pub(crate) fn reconnect(&mut self, dev: &Device, nr_pages: u32) -> Result {
         let (pages, front) = new_shared_ring(dev, nr_pages)?;
         let (old_pages, stale) = {
@@ -443,7 +409,7 @@ impl<O: BlockOps> Ring<O> {
     /// blk-mq runs them inside an RCU read-side section
     /// (`blk_mq_run_dispatch_ops`; rust/blkmq never makes a tag set
     /// `BLK_MQ_F_BLOCKING`), which began before the notifier was read, and
-    /// [`RingHandle::suspend`] waits for those (`synchronize_rcu()`, as
+    /// [`BoundRing::suspend`] waits for those (`synchronize_rcu()`, as
     /// `blk_mq_wait_quiesce_done` does) before it unbinds the channel: no
     /// event goes to a channel unbound (or reused) meanwhile.
     pub(crate) fn with_state_then_notify<R>(
@@ -453,51 +419,6 @@ impl<O: BlockOps> Ring<O> {
         let (r, notifier) = self.with_state(f);
         notifier.notify();
         r
-    }
-
-    /// Runs `f` with the ring's [`Scratch`] locked and the way to the ring
-    /// lock ([`StateAfterScratch`]): the one order the two locks are taken
-    /// in (the ring lock is never held while waiting for the scratch).
-    /// Only for blk-mq's `queue_rq` (see [`Ring::with_state_then_notify`]).
-    pub(crate) fn with_scratch_then_state<R>(
-        &self,
-        f: impl FnOnce(&mut Scratch, StateAfterScratch<'_, O>) -> R,
-    ) -> R {
-        let mut scratch = self.scratch.lock();
-        f(&mut scratch, StateAfterScratch { ring: self })
-    }
-}
-
-/// The ring lock of a ring whose [`Scratch`] is held (made by
-/// [`Ring::with_scratch_then_state`]).
-pub(crate) struct StateAfterScratch<'a, O: BlockOps> {
-    ring: &'a Ring<O>,
-}
-
-impl<O: BlockOps> StateAfterScratch<'_, O> {
-    /// Runs `queue` (one of the ring's queueing entries) on `rq` under the
-    /// ring lock if the ring can take requests, and publishes the batch if
-    /// this request is its `last`. On `Err` the request comes back, not
-    /// ended, with why.
-    #[inline(always)]
-    pub(crate) fn queue(
-        &self,
-        rq: Rq<O>,
-        last: bool,
-        queue: impl FnOnce(&mut RingState<O>, Rq<O>) -> Result<(), (Rq<O>, QueueError)>,
-    ) -> Result<(), (Rq<O>, QueueError)> {
-        self.ring.with_state_then_notify(|st| {
-            if !st.usable() {
-                let e = if st.refuses_requests() {
-                    QueueError::Io
-                } else {
-                    QueueError::Busy
-                };
-                return (Err((rq, e)), Notifier::default());
-            }
-            let r = queue(st, rq);
-            (r, if last { st.push() } else { Notifier::default() })
-        })
     }
 }
 

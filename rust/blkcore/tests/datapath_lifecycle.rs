@@ -224,7 +224,10 @@ fn an_empty_flush_the_backend_refuses_completes_and_withdraws_flushes() {
         assert!(!rig.dp.flushes());
         assert_eq!(rig.dp.take_notes().flush, Some(barrier), "{kind:?}");
         assert_eq!(rig.dp.take_notes().flush, None, "reported once");
-        assert_eq!(rig.submit(2, Request::Flush, &[]), Err(QueueError::CompleteWithoutSending));
+        assert_eq!(
+            rig.submit(2, Request::Flush, &[]),
+            Err(QueueError::CompleteWithoutSending)
+        );
         // A FUA write now goes out as a plain write.
         rig.submit(
             3,

@@ -47,7 +47,7 @@ use crate::blkmq::{
     self,
     Operations, //
 };
-use crate::datapath::Io;
+use crate::datapath::RingDataPath;
 use crate::xen::{
     evtchn::{
         BoundIrq,
@@ -90,7 +90,7 @@ pub(crate) struct RingState<O: BlockOps> {
     pages: SharedPages,
     front: FrontRing,
     notifier: Notifier,
-    io: Option<KBox<Io<Rq<O>>>>,
+    io: Option<KBox<RingDataPath<Rq<O>>>>,
     /// Bad backend input seen: nothing more is queued or completed.
     broken: bool,
     /// The backend is closing: new requests fail (`blk_mark_disk_dead`
@@ -101,7 +101,7 @@ pub(crate) struct RingState<O: BlockOps> {
     /// Data paths taken down while the backend still mapped the pages of
     /// requests on them: kept, with those requests (not ended), until it
     /// lets go (see [`RingState::retry_held`]).
-    parked: KVec<KBox<Io<Rq<O>>>>,
+    parked: KVec<KBox<RingDataPath<Rq<O>>>>,
 }
 
 /// One ring.
@@ -269,17 +269,17 @@ fn new_shared_ring(dev: &Device, nr_pages: u32) -> Result<(SharedPages, FrontRin
 
 impl<O: BlockOps> Ring<O> {
     /// Builds the data path once the backend connected (see
-    /// [`Io::new`]).
+    /// [`RingDataPath::new`]).
     pub(crate) fn start(&self, dev: &Device, n: &Negotiated, handle: u16, wire_max: u32) -> Result {
         let size = self.state.lock().front.size();
-        let io = Io::new(n, handle, dev.otherend_id(), size, wire_max)?;
-        let (segs, pre) = if io.dp.grants_before_lock() {
+        let io = RingDataPath::new(n, handle, dev.otherend_id(), size, wire_max)?;
+        let (segs, pre) = if io.datapath.grants_before_lock() {
             (
                 KVec::new(),
-                Some(io.dp.new_pregranted().map_err(|_| ENOMEM)?),
+                Some(io.datapath.new_pregranted().map_err(|_| ENOMEM)?),
             )
         } else {
-            let wire_max = io.dp.geometry().wire_max as usize;
+            let wire_max = io.datapath.geometry().wire_max as usize;
             (KVec::with_capacity(wire_max, GFP_KERNEL)?, None)
         };
         let gt = GrantTable::new(dev.otherend_id());
@@ -310,8 +310,8 @@ impl<O: BlockOps> Ring<O> {
         };
         let io = &mut *boxed;
         // Without memory for the list a request fails rather than leaks.
-        let _ = rqs.reserve(io.dp.geometry().ring_size as usize, GFP_KERNEL);
-        let deferred = io.dp.take_down(&mut io.gt, |rq| {
+        let _ = rqs.reserve(io.datapath.geometry().ring_size as usize, GFP_KERNEL);
+        let deferred = io.datapath.take_down(&mut io.grant_table, |rq| {
             if let Err(e) = rqs.push_within_capacity(rq) {
                 complete(e.0, Status::IoErr);
             }
@@ -319,7 +319,7 @@ impl<O: BlockOps> Ring<O> {
         // The record an admin (and the tests) read after unload: every grant
         // made is revoked; those the backend still mapped are ended with a
         // deferred release, which frees them once the backend unmaps.
-        let st = io.dp.grant_stats();
+        let st = io.datapath.grant_stats();
         dev_info!(
             self.dev,
             "ring {} torn down: {} grants granted, {} revoked ({} released when the backend unmaps them)\n",
@@ -328,7 +328,7 @@ impl<O: BlockOps> Ring<O> {
             st.revoked,
             deferred
         );
-        let held = io.dp.held();
+        let held = io.datapath.held();
         if held != 0 {
             dev_warn!(
                 self.dev,
@@ -352,8 +352,8 @@ impl<O: BlockOps> Ring<O> {
             // Does nothing on a broken ring.
             let _ = st.complete(self, &mut done);
             st.io.as_deref_mut().map_or(0, |io| {
-                io.dp
-                    .fail_in_flight(&mut io.gt, &mut |rq, s| done.push(rq, s))
+                io.datapath
+                    .fail_in_flight(&mut io.grant_table, &mut |rq, s| done.push(rq, s))
             })
         };
         done.finish();
@@ -368,10 +368,12 @@ impl<O: BlockOps> Ring<O> {
         {
             let mut st = self.state.lock();
             if let Some(io) = st.io.as_deref_mut() {
-                let r = io
-                    .dp
-                    .break_ring(&mut io.gt, Fault::Injected, &mut |rq, s| done.push(rq, s));
-                self.report_broken(r, io.dp.held());
+                let r =
+                    io.datapath
+                        .break_ring(&mut io.grant_table, Fault::Injected, &mut |rq, s| {
+                            done.push(rq, s)
+                        });
+                self.report_broken(r, io.datapath.held());
                 st.broken = true;
             }
         }
@@ -456,9 +458,13 @@ impl<O: BlockOps> RingState<O> {
     /// Counters (ring + grant pool, whether data is copied) for
     /// statistics.
     pub(crate) fn stats(&self) -> Option<(RingStats, GrantStats, bool)> {
-        self.io
-            .as_ref()
-            .map(|io| (io.dp.stats(), io.dp.grant_stats(), io.dp.copy_data()))
+        self.io.as_ref().map(|io| {
+            (
+                io.datapath.stats(),
+                io.datapath.grant_stats(),
+                io.datapath.copy_data(),
+            )
+        })
     }
 
     /// Puts one request on the ring (not yet visible to the backend: see
@@ -479,10 +485,10 @@ impl<O: BlockOps> RingState<O> {
         let Some(io) = self.io.as_deref_mut() else {
             return Err((rq, QueueError::Busy));
         };
-        let (gt, front, pages) = (&mut io.gt, &mut self.front, &mut self.pages);
+        let (gt, front, pages) = (&mut io.grant_table, &mut self.front, &mut self.pages);
         match data {
-            Prepared::Mapped(segs) => io.dp.queue(gt, front, pages, rq, req, segs),
-            Prepared::Granted(pre) => io.dp.queue_granted(gt, front, pages, rq, req, pre),
+            Prepared::Mapped(segs) => io.datapath.queue(gt, front, pages, rq, req, segs),
+            Prepared::Granted(pre) => io.datapath.queue_granted(gt, front, pages, rq, req, pre),
         }?;
         self.pending_push = true;
         Ok(())
@@ -506,7 +512,7 @@ impl<O: BlockOps> RingState<O> {
             return Notifier::default();
         }
         if let Some(io) = self.io.as_deref_mut() {
-            io.dp.notified();
+            io.datapath.notified();
         }
         self.notifier
     }
@@ -525,8 +531,8 @@ impl<O: BlockOps> RingState<O> {
         let Some(io) = self.io.as_deref_mut() else {
             return Eoi::Spurious;
         };
-        let r = io.dp.drain(
-            &mut io.gt,
+        let r = io.datapath.drain(
+            &mut io.grant_table,
             &mut self.front,
             &mut self.pages,
             &mut |rq, s| done.push(rq, s),
@@ -542,7 +548,7 @@ impl<O: BlockOps> RingState<O> {
                 Eoi::Spurious
             }
             Drained::Broken { .. } => {
-                ring.report_broken(r, io.dp.held());
+                ring.report_broken(r, io.datapath.held());
                 self.broken = true;
                 Eoi::None
             }

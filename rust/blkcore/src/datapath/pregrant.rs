@@ -255,7 +255,8 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         }
         slot.nr_direct_grants = nr;
         pre.nr = 0;
-        self.direct_grant_stats.granted = self.direct_grant_stats.granted.wrapping_add(u64::from(nr));
+        self.direct_grant_stats.granted =
+            self.direct_grant_stats.granted.wrapping_add(u64::from(nr));
         self.direct_grant_stats.in_use = self.direct_grant_stats.in_use.wrapping_add(nr);
         // The descriptors trade places with the data path's scratch (same
         // size, checked above), where the encoders take them from: no copy.
@@ -298,7 +299,10 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         if still_mapped.is_none() {
             s.nr_direct_grants = 0;
         }
-        self.direct_grant_stats.revoked = self.direct_grant_stats.revoked.wrapping_add(u64::from(ended));
+        self.direct_grant_stats.revoked = self
+            .direct_grant_stats
+            .revoked
+            .wrapping_add(u64::from(ended));
         self.direct_grant_stats.in_use = self.direct_grant_stats.in_use.wrapping_sub(ended);
         still_mapped.map_or(Ok(()), Err)
     }
@@ -322,8 +326,14 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
                 deferred += 1;
             }
         }
-        self.direct_grant_stats.revoked = self.direct_grant_stats.revoked.wrapping_add(u64::from(deferred));
-        self.direct_grant_stats.deferred = self.direct_grant_stats.deferred.wrapping_add(u64::from(deferred));
+        self.direct_grant_stats.revoked = self
+            .direct_grant_stats
+            .revoked
+            .wrapping_add(u64::from(deferred));
+        self.direct_grant_stats.deferred = self
+            .direct_grant_stats
+            .deferred
+            .wrapping_add(u64::from(deferred));
         self.direct_grant_stats.in_use = self.direct_grant_stats.in_use.wrapping_sub(deferred);
     }
 }

@@ -37,18 +37,18 @@ use crate::fault::reconnect_held;
 mod live_disk;
 
 use crate::ring::BoundRing;
-use crate::store::{
-    handle_from_nodename,
-    shown_path,
-    Snapshot,
-    BACKEND_KEYS,
-    FRONTEND_KEYS, //
-};
 use crate::xen::xenbus::{
     self,
     Device,
     State,
     Xbt, //
+};
+use crate::xenstore_keys::{
+    handle_from_nodename,
+    shown_path,
+    Snapshot,
+    BACKEND_KEYS,
+    FRONTEND_KEYS, //
 };
 use live_disk::{
     apply_new_limits,
@@ -100,7 +100,7 @@ impl<T> OrFatal<T> for Result<T, KeyError> {
     fn or_fatal(self, dev: &Device, _step: fmt::Arguments<'_>) -> Result<T, Reported> {
         // The key error names the key and the value: that is the message.
         self.map_err(|e| {
-            dev.fatal(EINVAL, fmt!("{}", crate::store::Show(&e)));
+            dev.fatal(EINVAL, fmt!("{}", core::format_args!("{e}")));
             Reported
         })
     }
@@ -142,7 +142,11 @@ impl xenbus::Driver for Blkfront {
                 device_type.as_deref(),
             );
             if let Some(r) = refusal {
-                dev_info!(dev.as_device(), "not binding: {}\n", crate::store::Show(&r));
+                dev_info!(
+                    dev.as_device(),
+                    "not binding: {}\n",
+                    core::format_args!("{r}")
+                );
                 return Err(ENODEV);
             }
         }

@@ -54,7 +54,7 @@ mod disk;
 mod fault;
 mod front;
 mod ring;
-mod store;
+mod xenstore_keys;
 
 module! {
     type: XenBlkfront,
@@ -172,7 +172,7 @@ mod tests {
         xvd_minors,
         Minors, //
     };
-    use super::store::{
+    use super::xenstore_keys::{
         handle_from_nodename,
         Snapshot, //
     };

@@ -14,13 +14,13 @@ use super::{
 use crate::blkcore::{limits::QueueLimits, naming::DiskName, negotiate as neg};
 use crate::conn::Conn;
 use crate::disk::Disk;
-use crate::store::{
-    shown_path,
-    Snapshot, //
-};
 use crate::xen::xenbus::{
     Device,
     State, //
+};
+use crate::xenstore_keys::{
+    shown_path,
+    Snapshot, //
 };
 
 /// A new backend connected under the live disk (a restore onto another

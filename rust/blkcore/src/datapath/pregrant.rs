@@ -124,8 +124,9 @@ impl<S: Storage> PreGranted<S> {
     /// [merged](crate::mapping::merged)), the host simulator's and the fuzz
     /// target's: one grant loop for all three.
     ///
-    /// Out of line so that tools/testing/bench/datapath-instructions.sh
-    /// counts it apart from the caller.
+    /// Out of line: one of the measurement boundaries of the data path's
+    /// instruction count (granting a request's pages, counted as one
+    /// function apart from the block glue that walks them).
     #[inline(never)]
     pub fn grant_pieces<M: Memory, E>(
         &mut self,

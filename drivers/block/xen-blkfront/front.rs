@@ -76,6 +76,14 @@ pub(crate) struct Frontend {
     pub(crate) conn: Mutex<Conn>,
 }
 
+/// What a backend connected with: the disk's name, the values negotiated
+/// and the queue limits they give.
+struct Connection {
+    name: DiskName,
+    negotiated: neg::Negotiated,
+    limits: QueueLimits,
+}
+
 /// A connect step failed and `xenbus_dev_fatal` has said which and why
 /// (one message, naming the key and value for bad backend input): the
 /// caller only cleans up.
@@ -411,24 +419,27 @@ impl Frontend {
         }
         let name = crate::disk::disk_name(self.vdevice)
             .or_fatal(dev, fmt!("naming virtual-device {}", self.vdevice))?;
+        let connection = Connection {
+            name,
+            negotiated: n,
+            limits,
+        };
         if conn.disk().is_some() {
-            reconnect_live_disk(dev, conn, &name, n, limits)
+            reconnect_live_disk(dev, conn, connection)
         } else {
-            self.create_disk(dev, conn, &name, n, limits)
+            self.create_disk(dev, conn, connection)
         }
     }
 
     /// The first backend connected: the disk is made on the rings and
     /// added.
-    fn create_disk(
-        &self,
-        dev: &Device,
-        conn: &mut Conn,
-        name: &DiskName,
-        n: neg::Negotiated,
-        limits: QueueLimits,
-    ) -> Result<(), Reported> {
-        let mut disk = crate::disk::Disk::new(dev, self.vdevice, name, &n, &limits, conn.rings())
+    fn create_disk(&self, dev: &Device, conn: &mut Conn, c: Connection) -> Result<(), Reported> {
+        let Connection {
+            name,
+            negotiated: n,
+            limits,
+        } = c;
+        let mut disk = crate::disk::Disk::new(dev, self.vdevice, &name, &n, &limits, conn.rings())
             .or_fatal(dev, fmt!("creating disk {}", name.as_str()))?;
         let flush = match n.flush {
             Some(FlushKind::Barrier) => "barrier: enabled;",

@@ -8,10 +8,14 @@
 use kernel::prelude::*;
 
 use super::{
+    Connection,
     OrFatal,
     Reported, //
 };
-use crate::blkcore::{limits::QueueLimits, naming::DiskName, negotiate as neg};
+use crate::blkcore::{
+    limits::QueueLimits,
+    negotiate as neg, //
+};
 use crate::conn::Conn;
 use crate::disk::Disk;
 use crate::xen::xenbus::{
@@ -29,10 +33,13 @@ use crate::xenstore_keys::{
 pub(super) fn reconnect_live_disk(
     dev: &Device,
     conn: &mut Conn,
-    name: &DiskName,
-    n: neg::Negotiated,
-    limits: QueueLimits,
+    c: Connection,
 ) -> Result<(), Reported> {
+    let Connection {
+        name,
+        negotiated: n,
+        limits,
+    } = c;
     dev.switch_state(State::Connected)
         .or_fatal(dev, fmt!("switching to Connected"))?;
     let resized = conn.negotiated().is_some_and(|o| o.sectors != n.sectors);

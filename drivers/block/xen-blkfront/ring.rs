@@ -469,7 +469,7 @@ impl<O: BlockOps> RingState<O> {
 
     /// Puts one request on the ring (not yet visible to the backend: see
     /// [`RingState::push`]), with its data as the block glue prepared it in
-    /// [`Ring::scratch`]. On `Err` grants still in a [`Prepared::Granted`]
+    /// its [`Scratch`]. On `Err` grants still in a [`Prepared::Granted`]
     /// are the caller's to end (the ring was not reached). Inline: each
     /// caller passes one kind of [`Prepared`].
     #[inline(always)]

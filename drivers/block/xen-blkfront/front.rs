@@ -176,33 +176,33 @@ impl xenbus::Driver for Blkfront {
         )
     }
 
-    fn otherend_changed(dev: &Device, info: ArcBorrow<'_, Frontend>, state: State) {
+    fn otherend_changed(dev: &Device, frontend: ArcBorrow<'_, Frontend>, state: State) {
         match state {
             State::InitWait => {
                 if dev.state() != State::Initialising {
                     return;
                 }
-                let _ = info.talk_to_blkback(dev);
+                let _ = frontend.talk_to_blkback(dev);
             }
             State::Connected => {
                 let s = dev.state();
                 if s != State::Initialised
                     && s != State::Connected
-                    && info.talk_to_blkback(dev).is_err()
+                    && frontend.talk_to_blkback(dev).is_err()
                 {
                     return;
                 }
-                info.connect(dev);
+                frontend.connect(dev);
             }
             // Closed while we are (back to) Initialising: the backend has
             // not yet seen our reconnect; it will come back via InitWait.
             State::Closed if dev.state() == State::Initialising => {}
-            State::Closing => info.closing(dev),
+            State::Closing => frontend.closing(dev),
             State::Closed => {
                 if dev.state() != State::Closed {
-                    info.closing(dev);
+                    frontend.closing(dev);
                 }
-                info.backend_gone(dev);
+                frontend.backend_gone(dev);
             }
             _ => {}
         }
@@ -212,8 +212,8 @@ impl xenbus::Driver for Blkfront {
     /// gone with the old backend. Requests in flight go back to blk-mq
     /// (they are resubmitted when the new backend connects), the disk
     /// stays; the new backend's InitWait then runs `talk_to_blkback`.
-    fn resume(dev: &Device, info: ArcBorrow<'_, Frontend>) -> Result {
-        let mut conn = info.conn.lock();
+    fn resume(dev: &Device, frontend: ArcBorrow<'_, Frontend>) -> Result {
+        let mut conn = frontend.conn.lock();
         let n = conn.release_backend();
         if let Some(disk) = conn.disk() {
             dev_info!(
@@ -227,8 +227,8 @@ impl xenbus::Driver for Blkfront {
     }
 
     /// The device goes (unbind, detach, unload): [`Conn::remove`].
-    fn remove(dev: &Device, info: Arc<Frontend>) {
-        info.conn.lock().remove(dev);
+    fn remove(dev: &Device, frontend: Arc<Frontend>) {
+        frontend.conn.lock().remove(dev);
     }
 }
 

@@ -153,143 +153,6 @@ pub enum ReqOp {
     Other(u32),
 }
 
-/// Borrowed queue data of a driver.
-pub type QueueDataRef<'a, T> = <<T as Operations>::QueueData as ForeignOwnable>::Borrowed<'a>;
-
-/// The callbacks of a blk-mq driver.
-pub trait Operations: Sized + 'static {
-    /// Data shared by all queues of a tag set; every callback borrows it.
-    type QueueData: ForeignOwnable + Send + Sync;
-    /// Per-request driver data, zero-initialised once when blk-mq allocates
-    /// the request. At most 8-byte alignment.
-    type RequestData: Send + Zeroable;
-
-    /// Queue one request on hardware queue `hctx`. `last` is false when more
-    /// requests follow immediately (then `commit_rqs` or a later `last`
-    /// call must notify the device). On error blk-mq keeps the request:
-    /// [`Status::RESOURCE`]/[`Status::DEV_RESOURCE`] retry it later, other
-    /// values end it with that status.
-    ///
-    /// Contract (not enforced by the types, hence prefer
-    /// [`Operations::queue_rq_or_reject`]): on `Err` the request must not
-    /// have been ended, completed or handed to hardware.
-    fn queue_rq(
-        qd: QueueDataRef<'_, Self>,
-        hctx: HwQueue,
-        rq: Request<Self>,
-        last: bool,
-    ) -> core::result::Result<(), Status> {
-        let _ = (qd, hctx, last);
-        Err(rq.reject(Status::IOERR).status())
-    }
-
-    /// Like [`Operations::queue_rq`], but a failure gives the request back
-    /// ([`Request::reject`]), so a request can never be both owned by the
-    /// driver (or hardware) and returned to blk-mq. blk-mq calls this one;
-    /// the default forwards to `queue_rq`.
-    fn queue_rq_or_reject(
-        qd: QueueDataRef<'_, Self>,
-        hctx: HwQueue,
-        rq: Request<Self>,
-        last: bool,
-    ) -> core::result::Result<(), Rejected<Self>> {
-        Self::queue_rq(qd, hctx, rq, last).map_err(|status| Rejected { rq: None, status })
-    }
-
-    /// Notify the device about requests queued without `last`.
-    fn commit_rqs(qd: QueueDataRef<'_, Self>, hctx: HwQueue);
-
-    /// Free what `data` holds for one dispatch of its request (e.g. a
-    /// buffer allocated while queueing it): called whenever the request goes
-    /// back to blk-mq (ended, requeued, rejected or given back). Default:
-    /// nothing.
-    fn release(data: &mut Self::RequestData) {
-        let _ = data;
-    }
-
-    /// Whether blk-mq hands this driver plugged requests in batches
-    /// ([`Operations::queue_rqs`]).
-    const QUEUE_RQS: bool = false;
-
-    /// Queue a batch of requests (blk-mq's `queue_rqs`: a plug flushed to
-    /// one of our queues without an I/O scheduler, e.g. io_uring or libaio
-    /// submitting several at once). Take each with [`RqBatch::pop`]: send
-    /// it (a request the device cannot take after it was started goes to
-    /// [`Request::requeue_and_kick`]) or give it back unstarted with
-    /// [`RqBatch::give_back`] (blk-mq then queues it through
-    /// `queue_rq_or_reject`). Only called when `QUEUE_RQS` is true.
-    fn queue_rqs(qd: QueueDataRef<'_, Self>, batch: &mut RqBatch<'_, Self>) {
-        let _ = qd;
-        while let Some((_, rq)) = batch.pop() {
-            batch.give_back(rq);
-        }
-    }
-
-    /// Finish a request handed to [`Request::complete`] (softirq context,
-    /// or the polling task for a polled request).
-    fn complete(qd: QueueDataRef<'_, Self>, rq: Request<Self>);
-
-    /// Reap the completions of polled hardware queue `hctx` (one of the tag
-    /// set's poll queues: no interrupt): hand each finished request to
-    /// [`Request::complete`] and return how many there were. Only called
-    /// for tag sets made with poll queues.
-    fn poll(qd: QueueDataRef<'_, Self>, hctx: HwQueue) -> u32 {
-        let _ = (qd, hctx);
-        0
-    }
-
-    /// A request on hardware queue `hctx` has been with the driver longer
-    /// than the queue's timeout, `timeout_ms`
-    /// (`/sys/block/DEV/queue/io_timeout`; blk-mq's
-    /// timeout work: process context, may sleep). The request itself stays
-    /// the driver's (it is wherever the driver put it): [`Timeout::Done`]
-    /// when the driver has ended it or will end it without another timeout,
-    /// [`Timeout::ResetTimer`] to wait one more period. Default: wait on,
-    /// as blk-mq does for a driver without the callback.
-    fn timeout(qd: QueueDataRef<'_, Self>, hctx: HwQueue, timeout_ms: u32) -> Timeout {
-        let _ = (qd, hctx, timeout_ms);
-        Timeout::ResetTimer
-    }
-}
-
-/// What blk-mq does with a request that timed out ([`Operations::timeout`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Timeout {
-    /// The driver ends the request: no new timer.
-    Done,
-    /// Another full timeout period.
-    ResetTimer,
-}
-
-/// A request `queue_rq_or_reject` gives back to blk-mq with a status:
-/// retried later for [`Status::RESOURCE`]/[`Status::DEV_RESOURCE`], else
-/// ended with it. Made by [`Request::reject`].
-pub struct Rejected<T: Operations> {
-    /// `None` only from the `queue_rq` compatibility path.
-    rq: Option<Request<T>>,
-    status: Status,
-}
-
-impl<T: Operations> Rejected<T> {
-    /// The status blk-mq gets.
-    pub fn status(&self) -> Status {
-        self.status
-    }
-}
-
-/// A hardware queue, identified by its index in the tag set.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HwQueue {
-    index: u32,
-}
-
-impl HwQueue {
-    /// Index of this hardware queue (0-based).
-    pub fn index(&self) -> u32 {
-        self.index
-    }
-}
-
 /// A C `struct attribute_group` for a disk, from a bus abstraction's shim.
 ///
 /// # Invariants
@@ -314,6 +177,7 @@ mod batch;
 mod bio_requeue;
 mod gen_disk;
 pub mod major;
+mod operations;
 mod request;
 mod tag_set;
 
@@ -323,6 +187,13 @@ pub use batch::{
 };
 pub use bio_requeue::BioRequeue;
 pub use gen_disk::GenDisk;
+pub use operations::{
+    HwQueue,
+    Operations,
+    QueueDataRef,
+    Rejected,
+    Timeout, //
+};
 pub use request::{
     BioRanges,
     PageRun,

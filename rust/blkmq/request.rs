@@ -378,13 +378,10 @@ impl<T: Operations> Request<T> {
         u32::try_from(n).map_err(|_| code::EIO)
     }
 
-    /// Give the request back to blk-mq from `queue_rq_or_reject` with
+    /// Give the request back to blk-mq from `queue_rq` with
     /// `status` (blk-mq requeues or ends it; the driver must not).
     pub fn reject(self, status: Status) -> Rejected<T> {
-        Rejected {
-            rq: Some(self),
-            status,
-        }
+        Rejected { rq: self, status }
     }
 
     /// Mark the request as started (`blk_mq_start_request`), before handing

@@ -53,10 +53,7 @@ use crate::mq::{
     Queues,
     VqSlot, //
 };
-use crate::naming::{
-    DiskIndex,
-    Shown, //
-};
+use crate::naming::DiskIndex;
 use crate::params;
 use crate::virtio::{
     self,
@@ -107,14 +104,20 @@ impl VirtioBlk {
             if resize { "new size: " } else { "" },
             nblocks,
             lbs,
-            Shown(HumanSize {
-                bytes,
-                binary: false
-            }),
-            Shown(HumanSize {
-                bytes,
-                binary: true
-            }),
+            core::format_args!(
+                "{}",
+                HumanSize {
+                    bytes,
+                    binary: false
+                }
+            ),
+            core::format_args!(
+                "{}",
+                HumanSize {
+                    bytes,
+                    binary: true
+                }
+            ),
         );
     }
 
@@ -193,13 +196,13 @@ impl virtio::Driver for VirtioBlk {
             params::rotational.value(),
         )
         .map_err(|e| {
-            dev_err!(dev, "{}\n", Shown(e));
+            dev_err!(dev, "{}\n", core::format_args!("{e}"));
             EINVAL
         })?;
         // Advisory fields out of range: one line each, the disk still
         // comes up.
         for clamp in cfg.clamps.iter() {
-            dev_warn!(dev, "{}\n", Shown(*clamp));
+            dev_warn!(dev, "{}\n", core::format_args!("{clamp}"));
         }
 
         if !blkmq::CAN_CHAIN_SG {
@@ -405,7 +408,12 @@ impl virtio::Driver for VirtioBlk {
         // The same rule as at probe (`VirtioBlkConfig::parse`).
         let (sectors, clamped) = vcfg::clamp_capacity(raw);
         if let Some(c) = clamped {
-            dev_warn!(dev, "[{}] {}\n", self.disk_name.as_str(), Shown(c));
+            dev_warn!(
+                dev,
+                "[{}] {}\n",
+                self.disk_name.as_str(),
+                core::format_args!("{c}")
+            );
         }
         self.report_capacity(dev, sectors, true);
         self.capacity.store(sectors, Ordering::Relaxed);

@@ -213,11 +213,12 @@ pub(crate) fn command_of(op: ReqOp, no_unmap: bool) -> Option<Command> {
 /// blk-mq operations of a virtio-blk disk.
 pub(crate) struct BlkOps;
 
+#[vtable]
 impl blkmq::Operations for BlkOps {
     type QueueData = Arc<Queues>;
     type RequestData = BlkReq;
 
-    fn queue_rq_or_reject(
+    fn queue_rq(
         qd: ArcBorrow<'_, Queues>,
         hctx: HwQueue,
         mut rq: Request<Self>,
@@ -265,8 +266,6 @@ impl blkmq::Operations for BlkOps {
         }
         Ok(())
     }
-
-    const QUEUE_RQS: bool = true;
 
     /// Upstream's `virtio_queue_rqs`: each request prepared, the run of
     /// requests for one virtqueue added under one lock hold and the device

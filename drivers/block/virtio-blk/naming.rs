@@ -1,23 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Disk indices (the letters come from `blkcore::naming`) and showing
-//! blkcore's `Display` values with the kernel's formatting macros.
+//! Disk indices (the letters come from `blkcore::naming`).
 
 use core::sync::atomic::AtomicU64;
 
 use kernel::prelude::*;
 
 use crate::blkcore::bitmap;
-
-/// Shows a `core::fmt::Display` value (blkcore's errors) with the kernel's
-/// formatting macros.
-pub(crate) struct Shown<T>(pub(crate) T);
-
-impl<T: core::fmt::Display> kernel::fmt::Display for Shown<T> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        core::fmt::Display::fmt(&self.0, f)
-    }
-}
 
 /// Disk indices, as many as upstream virtio_blk allocates
 /// (`minor_to_index(1 << MINORBITS)`: 16 minors per disk in the 20-bit

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The state of one connection to a backend ([`Conn`]: rings, disk,
-//! negotiated values) and the three ways it ends: the backend goes away
-//! while the disk stays ([`release_backend`]), a connection attempt fails
-//! ([`abandon`]), or the rings are torn down ([`free_rings`]); and what is
-//! in flight when the backend will not answer it ([`fail_in_flight`]).
+//! One connection to a backend ([`Conn`]: rings, disk, negotiated values)
+//! as a state machine: its [`Phase`] changes only through its methods, one
+//! per transition. Rings published: [`Conn::rings_published`]; the backend
+//! connected: [`Conn::connected`] (a new disk) or [`Conn::reconnected`] (the
+//! live one). And the ways it ends: the backend goes away while the disk
+//! stays ([`Conn::release_backend`]), a connection attempt fails
+//! ([`Conn::abandon`]), or the device goes ([`Conn::remove`]); and what is
+//! in flight when the backend will not answer it ([`Conn::fail_in_flight`]).
 
 use kernel::prelude::*;
 
@@ -12,8 +15,11 @@ use crate::blkcore::{
     limits::QueueLimits,
     negotiate::Negotiated, //
 };
-use crate::disk::BlkOps;
-use crate::ring::RingHandle;
+use crate::disk::{
+    BlkOps,
+    Disk, //
+};
+use crate::ring::BoundRing;
 use crate::xen::xenbus::{
     self,
     Device,
@@ -31,91 +37,227 @@ pub(crate) enum Phase {
     Connected,
 }
 
-/// Mutable per-device state, under `Info::conn`.
+/// Mutable per-device state, under `Frontend::conn`.
 pub(crate) struct Conn {
-    pub(crate) phase: Phase,
+    phase: Phase,
     /// One per hardware queue of the disk (made at the first connection).
-    pub(crate) rings: KVec<RingHandle<BlkOps>>,
+    rings: KVec<BoundRing<BlkOps>>,
     /// How many of `rings` the current backend serves (the first ones): all
     /// of them, unless the guest was restored onto a backend that allows
     /// fewer (the others stay down, their queues share the served ones).
-    pub(crate) active_rings: usize,
-    pub(crate) ring_pages: u32,
-    pub(crate) negotiated: Option<Negotiated>,
-    pub(crate) limits: Option<QueueLimits>,
-    pub(crate) disk: Option<crate::disk::Disk>,
+    active_rings: usize,
+    ring_pages: u32,
+    negotiated: Option<Negotiated>,
+    limits: Option<QueueLimits>,
+    disk: Option<Disk>,
     /// The `feature-persistent` we published to the current backend: the
     /// parameter is writable, so negotiation uses what the backend was told,
     /// not what the parameter says by then (upstream's
     /// `feature_persistent_parm`).
-    pub(crate) persistent_offered: bool,
+    persistent_offered: bool,
 }
 
-/// Lets go of the current backend before talking to a (new) one. Without a
-/// disk the rings go. With one they stay (their number is the disk's
-/// hardware queues): each takes its data path down and the requests that
-/// were in flight go on the disk's requeue list, dispatched again when the
-/// next backend connects ([`crate::disk::Disk::resubmit`]). Returns how
-/// many were requeued.
-pub(crate) fn release_backend(conn: &mut Conn) -> usize {
-    conn.phase = Phase::Disconnected;
-    if conn.disk.is_none() {
-        free_rings(conn);
-        return 0;
-    }
-    let mut n = 0;
-    for h in conn.rings.iter_mut() {
-        for rq in h.suspend() {
-            rq.requeue();
-            n += 1;
+impl Conn {
+    /// A device just probed: no rings, no disk.
+    pub(crate) fn new() -> Self {
+        Self {
+            phase: Phase::Disconnected,
+            rings: KVec::new(),
+            active_rings: 0,
+            ring_pages: 0,
+            negotiated: None,
+            limits: None,
+            disk: None,
+            persistent_offered: false,
         }
     }
-    n
-}
 
-/// New requests fail on every ring from now on (the backend is gone or
-/// going).
-pub(crate) fn mark_rings_dead(conn: &Conn) {
-    for h in conn.rings.iter() {
-        h.ring().with_state(|st| st.mark_dead());
+    /// Where the connection is.
+    pub(crate) fn phase(&self) -> Phase {
+        self.phase
     }
-}
 
-/// A connection attempt failed: requests fail from now on (also those
-/// waiting for a reconnect), then the disk and the rings go.
-pub(crate) fn abandon(conn: &mut Conn) {
-    mark_rings_dead(conn);
-    if let Some(disk) = conn.disk.take() {
-        disk.resubmit();
-        disk.remove();
+    /// Every ring (one per hardware queue of the disk).
+    pub(crate) fn rings(&self) -> &[BoundRing<BlkOps>] {
+        &self.rings
     }
-    free_rings(conn);
-    conn.phase = Phase::Disconnected;
-}
 
-/// Tears the rings down: interrupts first, then grants, then the shared
-/// pages (dropped with the last reference to each ring).
-pub(crate) fn free_rings(conn: &mut Conn) {
-    for h in conn.rings.drain_all() {
-        h.shutdown();
+    /// The rings the current backend serves (the first ones).
+    pub(crate) fn active_rings(&self) -> &[BoundRing<BlkOps>] {
+        self.rings.get(..self.active_rings).unwrap_or(&[])
     }
-}
 
-/// Fails every request in flight on the rings (the backend will not answer
-/// them), with one line if there were any.
-pub(crate) fn fail_in_flight(dev: &Device, conn: &Conn) {
-    let mut failed = 0u32;
-    for h in conn.rings.iter() {
-        failed = failed.saturating_add(h.ring().fail_in_flight());
+    /// Pages of each ring, as published to the current backend.
+    pub(crate) fn ring_pages(&self) -> u32 {
+        self.ring_pages
     }
-    if failed != 0 {
-        if let Some(disk) = &conn.disk {
-            dev_warn!(
-                dev.as_device(),
-                "{}: backend closed or gone with {} requests in flight: failed\n",
-                disk.name(),
-                failed
-            );
+
+    /// What was negotiated with the backend last connected.
+    pub(crate) fn negotiated(&self) -> Option<&Negotiated> {
+        self.negotiated.as_ref()
+    }
+
+    /// The queue limits the disk has.
+    pub(crate) fn limits(&self) -> Option<&QueueLimits> {
+        self.limits.as_ref()
+    }
+
+    /// The disk, once created (it outlives backends).
+    pub(crate) fn disk(&self) -> Option<&Disk> {
+        self.disk.as_ref()
+    }
+
+    /// The `feature-persistent` published to the current backend.
+    pub(crate) fn persistent_offered(&self) -> bool {
+        self.persistent_offered
+    }
+
+    /// The rings, to give them new shared pages and event channels for a
+    /// new backend ([`BoundRing::reconnect`]).
+    pub(crate) fn rings_mut(&mut self) -> &mut [BoundRing<BlkOps>] {
+        &mut self.rings
+    }
+
+    /// One more ring (before the disk exists: its hardware queues are the
+    /// rings made for the first backend).
+    pub(crate) fn add_ring(&mut self, ring: BoundRing<BlkOps>) -> Result {
+        self.rings.push(ring, GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// The first `active_rings` rings, of `ring_pages` pages each, are
+    /// published to the backend with `feature-persistent` = `persistent`:
+    /// Initialised, waiting for the backend to connect.
+    pub(crate) fn rings_published(
+        &mut self,
+        active_rings: usize,
+        ring_pages: u32,
+        persistent: bool,
+    ) {
+        self.active_rings = active_rings.min(self.rings.len());
+        self.ring_pages = ring_pages;
+        self.persistent_offered = persistent;
+        self.phase = Phase::Initialised;
+    }
+
+    /// The backend connected and `disk` was made and added for it:
+    /// Connected.
+    pub(crate) fn connected(&mut self, negotiated: Negotiated, limits: QueueLimits, disk: Disk) {
+        self.negotiated = Some(negotiated);
+        self.limits = Some(limits);
+        self.disk = Some(disk);
+        self.phase = Phase::Connected;
+    }
+
+    /// A new backend connected under the live disk, whose queue limits are
+    /// now `limits` (the old ones if the new could not be applied):
+    /// Connected.
+    pub(crate) fn reconnected(&mut self, negotiated: Negotiated, limits: QueueLimits) {
+        self.negotiated = Some(negotiated);
+        self.limits = Some(limits);
+        self.phase = Phase::Connected;
+    }
+
+    /// The backend resized the disk to `sectors`.
+    pub(crate) fn resized(&mut self, sectors: u64) {
+        if let Some(n) = self.negotiated.as_mut() {
+            n.sectors = sectors;
+        }
+    }
+
+    /// Lets go of the current backend before talking to a (new) one. Without a
+    /// disk the rings go. With one they stay (their number is the disk's
+    /// hardware queues): each takes its data path down and the requests that
+    /// were in flight go on the disk's requeue list, dispatched again when the
+    /// next backend connects ([`crate::disk::Disk::resubmit`]). Returns how
+    /// many were requeued.
+    pub(crate) fn release_backend(&mut self) -> usize {
+        self.phase = Phase::Disconnected;
+        if self.disk.is_none() {
+            self.free_rings();
+            return 0;
+        }
+        let mut n = 0;
+        for h in self.rings.iter_mut() {
+            for rq in h.suspend() {
+                rq.requeue();
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// New requests fail on every ring from now on (the backend is gone or
+    /// going).
+    pub(crate) fn mark_rings_dead(&self) {
+        for h in self.rings.iter() {
+            h.ring().with_state(|st| st.mark_dead());
+        }
+    }
+
+    /// A connection attempt failed: requests fail from now on (also those
+    /// waiting for a reconnect), then the disk and the rings go.
+    pub(crate) fn abandon(&mut self) {
+        self.mark_rings_dead();
+        if let Some(disk) = self.disk.take() {
+            disk.resubmit();
+            disk.remove();
+        }
+        self.free_rings();
+        self.phase = Phase::Disconnected;
+    }
+
+    /// The device goes (unbind, detach, unload). Connected, the disk is
+    /// deleted while the rings still serve it (its last writeback reaches
+    /// the backend). Otherwise (between a resume and the new backend's
+    /// Connected, or after a failed connect) there is nobody to serve it:
+    /// like [`Conn::abandon`], new requests and those waiting on the
+    /// requeue list fail, so deleting the disk never waits for a backend
+    /// that is not there.
+    pub(crate) fn remove(&mut self, dev: &Device) {
+        if self.phase != Phase::Connected {
+            self.abandon();
+            return;
+        }
+        // A backend that left without going Closed (its process died and
+        // the toolstack removed its node: the hostile backend's "killed")
+        // answers nothing more: what is in flight fails now and new
+        // requests fail, or deleting the disk waits for them forever.
+        if !backend_serving(dev) {
+            self.mark_rings_dead();
+            self.fail_in_flight(dev);
+        }
+        if let Some(disk) = self.disk.take() {
+            disk.remove();
+        }
+        self.free_rings();
+        self.phase = Phase::Disconnected;
+    }
+
+    /// Tears the rings down: interrupts first, then grants, then the shared
+    /// pages (dropped with the last reference to each ring).
+    fn free_rings(&mut self) {
+        for h in self.rings.drain_all() {
+            h.shutdown();
+        }
+    }
+
+    /// Fails every request in flight on the rings (the backend will not
+    /// answer them), with one line if there were any.
+    pub(crate) fn fail_in_flight(&self, dev: &Device) {
+        let mut failed = 0u32;
+        for h in self.rings.iter() {
+            failed = failed.saturating_add(h.ring().fail_in_flight());
+        }
+        if failed != 0 {
+            if let Some(disk) = &self.disk {
+                dev_warn!(
+                    dev.as_device(),
+                    "{}: backend closed or gone with {} requests in flight: failed\n",
+                    disk.name(),
+                    failed
+                );
+            }
         }
     }
 }
@@ -123,7 +265,7 @@ pub(crate) fn fail_in_flight(dev: &Device, conn: &Conn) {
 /// Whether the backend still serves the rings: its state node exists and
 /// says Connected or Closing (a Closing backend answers what is in flight
 /// before it disconnects).
-pub(crate) fn backend_serving(dev: &Device) -> bool {
+fn backend_serving(dev: &Device) -> bool {
     matches!(
         xenbus::read(Xbt::NIL, dev.otherend(), c"state"),
         Ok(Some(v)) if v.as_slice() == b"4" || v.as_slice() == b"5"

@@ -174,19 +174,20 @@ impl Memory for GrantTable {
 }
 
 /// The data path of a connected ring and what it runs on.
-pub(crate) struct Io<Rq> {
-    pub(crate) dp: DataPath<KernelStorage, Frame, Rq>,
-    pub(crate) gt: GrantTable,
+pub(crate) struct RingDataPath<Rq> {
+    pub(crate) datapath: DataPath<KernelStorage, Frame, Rq>,
+    pub(crate) grant_table: GrantTable,
     /// The frames handed to the data path (bounce frames, or a placeholder
-    /// and the slots' indirect pages); freed after `dp` and `gt`. With
-    /// bounce frames about a megabyte of handles on a large ring: a
-    /// vmalloc fallback rather than one high-order allocation.
+    /// and the slots' indirect pages); freed after `datapath` and
+    /// `grant_table`. With bounce frames about a megabyte of handles on a
+    /// large ring: a vmalloc fallback rather than one high-order
+    /// allocation.
     _pages: KVVec<XenPage>,
     /// Start of the purge clock.
     epoch: Instant<Monotonic>,
 }
 
-impl<Rq> Io<Rq> {
+impl<Rq> RingDataPath<Rq> {
     /// The data path for a ring of `size` slots after negotiation `n`,
     /// granting to domain `domid`; `wire_max` as
     /// [`crate::blkcore::datapath::wire_segments`].
@@ -206,11 +207,11 @@ impl<Rq> Io<Rq> {
             frames.push(p.frame(), GFP_KERNEL)?;
             pages.push(p, GFP_KERNEL)?;
         }
-        let dp = DataPath::new(n, geo, handle, &frames, 0).map_err(|_| ENOMEM)?;
+        let datapath = DataPath::new(n, geo, handle, &frames, 0).map_err(|_| ENOMEM)?;
         Ok(KBox::new(
-            Io {
-                dp,
-                gt: GrantTable::new(domid),
+            RingDataPath {
+                datapath,
+                grant_table: GrantTable::new(domid),
                 _pages: pages,
                 epoch: Instant::now(),
             },
@@ -222,14 +223,14 @@ impl<Rq> Io<Rq> {
     /// [`DataPath::maybe_purge`]).
     pub(crate) fn maybe_purge(&mut self) {
         let epoch = &self.epoch;
-        self.dp.maybe_purge(&mut self.gt, || {
+        self.datapath.maybe_purge(&mut self.grant_table, || {
             u64::try_from(epoch.elapsed().as_millis()).unwrap_or(0)
         });
     }
 
     /// Revokes the idle persistent grants the backend no longer maps, now.
     pub(crate) fn purge_now(&mut self) -> u32 {
-        self.dp.purge(&mut self.gt)
+        self.datapath.purge(&mut self.grant_table)
     }
 
     /// Logs, once each, the features the backend withdrew and the first
@@ -239,7 +240,7 @@ impl<Rq> Io<Rq> {
             flush,
             discard,
             unknown_status,
-        } = self.dp.take_notes();
+        } = self.datapath.take_notes();
         if let Some(barrier) = flush {
             let what = if barrier {
                 "a barrier"
@@ -303,7 +304,7 @@ pub(crate) mod test_hooks {
     /// A data path for a 1-page ring (32 slots) after negotiation `n`,
     /// with no blk-mq requests behind its slots.
     pub(crate) struct TestIo {
-        io: KBox<Io<()>>,
+        io: KBox<RingDataPath<()>>,
         front: FrontRing,
         mem: KVec<u8>,
     }
@@ -315,7 +316,7 @@ pub(crate) mod test_hooks {
             let mut front = FrontRing::new(1).map_err(|_| EINVAL)?;
             front.init_shared(&mut SliceRing::new(&mut mem));
             Ok(Self {
-                io: Io::new(n, 0, 0, 32, n.segments_per_request)?,
+                io: RingDataPath::new(n, 0, 0, 32, n.segments_per_request)?,
                 front,
                 mem,
             })
@@ -325,7 +326,7 @@ pub(crate) mod test_hooks {
         /// and `nr_segments` data segments, and puts a slot for it on the
         /// ring (as `queue` would).
         pub(crate) fn alloc(&mut self, op: u8, nr_segments: u32) -> Option<u32> {
-            let id = self.io.dp.fake_in_flight(op, nr_segments, ())?;
+            let id = self.io.datapath.fake_in_flight(op, nr_segments, ())?;
             self.front
                 .put_request(&mut SliceRing::new(&mut self.mem), &[0u8; 112])
                 .ok()?;
@@ -334,14 +335,15 @@ pub(crate) mod test_hooks {
 
         /// Requests in flight.
         pub(crate) fn in_flight(&self) -> u32 {
-            self.io.dp.in_flight()
+            self.io.datapath.in_flight()
         }
 
         /// Runs the completion path on `rsp` alone: the status the request
         /// ends with, or the fault a broken backend is disabled for.
         pub(crate) fn complete(&mut self, rsp: &BlkifResponse) -> Result<Status, Fault> {
             let io = &mut *self.io;
-            io.dp.complete(&mut io.gt, rsp, &mut |(), _| {})
+            io.datapath
+                .complete(&mut io.grant_table, rsp, &mut |(), _| {})
         }
 
         /// The backend publishes `rsp` on the ring; then the interrupt
@@ -353,28 +355,32 @@ pub(crate) mod test_hooks {
             ring.write_response(slot, rsp);
             ring.store_rsp_prod(prod.wrapping_add(1));
             let io = &mut *self.io;
-            io.dp
-                .drain(&mut io.gt, &mut self.front, &mut ring, &mut |(), _| {})
+            io.datapath.drain(
+                &mut io.grant_table,
+                &mut self.front,
+                &mut ring,
+                &mut |(), _| {},
+            )
         }
 
         /// Whether a flush would still reach the backend.
         pub(crate) fn flushes(&self) -> bool {
-            self.io.dp.flushes()
+            self.io.datapath.flushes()
         }
 
         /// Whether a discard would still reach the backend.
         pub(crate) fn discards(&self) -> bool {
-            self.io.dp.discards()
+            self.io.datapath.discards()
         }
 
         /// What the next `report_notes` would log.
         pub(crate) fn notes(&mut self) -> BackendNotes {
-            self.io.dp.take_notes()
+            self.io.datapath.take_notes()
         }
 
         /// Grant pool counters.
         pub(crate) fn grant_stats(&self) -> GrantStats {
-            self.io.dp.grant_stats()
+            self.io.datapath.grant_stats()
         }
     }
 }

@@ -47,6 +47,7 @@ use crate::blkmq::{
     HwQueue,
     PageRunBuf,
     QueueDataRef,
+    Rejected,
     ReqOp,
     TagSet, //
 };
@@ -55,14 +56,12 @@ use crate::datapath::KernelStorage;
 use crate::fault::FaultInjector;
 use crate::ring::{
     complete,
+    BoundRing,
     Prepared,
     Ring,
-    RingHandle,
-    RingState,
     Scratch, //
 };
 use crate::xen::{
-    evtchn::Notifier,
     grant::{
         request_frames,
         Frame,
@@ -154,6 +153,7 @@ impl PeriodicFn<Queues> for IdlePurge {
 /// blk-mq operations of the frontend.
 pub(crate) struct BlkOps;
 
+#[vtable]
 impl blkmq::Operations for BlkOps {
     type QueueData = Arc<Queues>;
     /// The status the request ends with, set when it completes.
@@ -167,13 +167,13 @@ impl blkmq::Operations for BlkOps {
         hctx: HwQueue,
         mut rq: Rq,
         last: bool,
-    ) -> core::result::Result<(), blkmq::Status> {
+    ) -> core::result::Result<(), Rejected<Self>> {
         let Some(ring) = qd.ring_for(hctx) else {
-            return Err(blkmq::Status::IOERR);
+            return Err(rq.reject(blkmq::Status::IOERR));
         };
         let nr_sectors = u64::from(rq.sectors());
         let Some(req) = ring_request(rq.op(), rq.is_fua(), rq.sector(), nr_sectors) else {
-            return Err(blkmq::Status::IOERR);
+            return Err(rq.reject(blkmq::Status::IOERR));
         };
         *rq.data_mut() = blkmq::Status::OK;
         rq.start();
@@ -191,46 +191,56 @@ impl blkmq::Operations for BlkOps {
         }
         // The request's pages are mapped to per-frame segments (and,
         // without bounce frames, granted) before the ring lock is taken:
-        // interrupts stay on while the bio is walked (the scratch has its
-        // own lock, taken before the ring's, never inside it).
-        let mut scratch = ring.scratch.lock();
-        let Scratch { segs, pre, gt } = &mut *scratch;
-        let r = if let Some(pre) = pre {
-            pre.begin(gt, &req);
-            if rw {
-                // About one grant per block-layer segment (a page).
-                gt.will_grant(rq.nr_phys_segments());
-            }
-            let granted = if rw {
-                grant_frames(&rq, pre, gt)
+        // interrupts stay on while the bio is walked.
+        let r = ring.with_scratch_then_state(|scratch, state| {
+            let Scratch { segs, pre, gt } = scratch;
+            if let Some(pre) = pre {
+                pre.begin(gt, &req);
+                if rw {
+                    // About one grant per block-layer segment (a page).
+                    gt.will_grant(rq.nr_phys_segments());
+                }
+                let granted = if rw {
+                    grant_frames(&rq, pre, gt)
+                } else {
+                    Ok(())
+                };
+                let r = match granted {
+                    Ok(()) => {
+                        state.queue(rq, last, |st, rq| st.queue(rq, req, Prepared::Granted(pre)))
+                    }
+                    Err(e) => Err((rq, e)),
+                };
+                // Grants that never reached a slot (the ring was down, full,
+                // or the walk stopped half way).
+                pre.end_unsent(gt);
+                r
             } else {
-                Ok(())
-            };
-            let r = granted.and_then(|()| {
-                queue_locked(ring, last, |st| st.queue(rq, req, Prepared::Granted(pre)))
-            });
-            // Grants that never reached a slot (the ring was down, full,
-            // or the walk stopped half way).
-            pre.end_unsent(gt);
-            r
-        } else {
-            let mapped = !rw || map_frames(&rq, segs).is_ok();
-            if !mapped && segs.capacity() == 0 {
-                // No room before the first connect: retry once connected.
-                Err(QueueError::Busy)
-            } else if mapped {
-                queue_locked(ring, last, |st| st.queue(rq, req, Prepared::Mapped(segs)))
-            } else {
-                Err(QueueError::Io)
+                let mapped = !rw || map_frames(&rq, segs).is_ok();
+                if !mapped && segs.capacity() == 0 {
+                    // No room before the first connect: retry once connected.
+                    Err((rq, QueueError::Busy))
+                } else if mapped {
+                    state.queue(rq, last, |st, rq| st.queue(rq, req, Prepared::Mapped(segs)))
+                } else {
+                    Err((rq, QueueError::Io))
+                }
             }
+        });
+        let (rq, status) = match r {
+            Ok(()) => return Ok(()),
+            // A flush the backend cannot do.
+            Err((rq, QueueError::CompleteWithoutSending)) => {
+                complete(rq, Status::Ok);
+                return Ok(());
+            }
+            Err((rq, QueueError::Busy)) => (rq, blkmq::Status::RESOURCE),
+            Err((rq, QueueError::NotSupp)) => (rq, blkmq::Status::NOTSUPP),
+            Err((rq, QueueError::Io)) => (rq, blkmq::Status::IOERR),
         };
-        drop(scratch);
-        match r {
-            Ok(()) | Err(QueueError::Nothing) => Ok(()),
-            Err(QueueError::Busy) => Err(blkmq::Status::RESOURCE),
-            Err(QueueError::Io) => Err(blkmq::Status::IOERR),
-            Err(QueueError::NotSupp) => Err(blkmq::Status::NOTSUPP),
-        }
+        // blk-mq keeps the request: it retries it for RESOURCE, ends it
+        // with the status otherwise.
+        Err(rq.reject(status))
     }
 
     fn commit_rqs(qd: QueueDataRef<'_, Self>, hctx: HwQueue) {
@@ -288,36 +298,6 @@ fn map_frames(rq: &Rq, segs: &mut KVec<MappedSegment<Frame>>) -> Result {
         .map_err(|_| EIO)?;
     }
     Ok(())
-}
-
-/// Runs `queue` (one of the ring's queueing entries) under the ring lock
-/// if the ring can take requests, and publishes the batch if this request
-/// is its `last`. A request the ring completes without sending (a flush the
-/// backend cannot do) ends here.
-fn queue_locked(
-    ring: &Ring<BlkOps>,
-    last: bool,
-    queue: impl FnOnce(&mut RingState<BlkOps>) -> core::result::Result<(), (Rq, QueueError)>,
-) -> core::result::Result<(), QueueError> {
-    ring.with_state_then_notify(|st| {
-        if !st.usable() {
-            let e = if st.broken() {
-                QueueError::Io
-            } else {
-                QueueError::Busy
-            };
-            return (Err(e), Notifier::default());
-        }
-        let r = queue(st).map_err(|(rq, e)| {
-            // Give the handle back to blk-mq: it keeps the request on
-            // error (retry for Busy, end with the status otherwise).
-            if e == QueueError::Nothing {
-                complete(rq, Status::Ok);
-            }
-            e
-        });
-        (r, if last { st.push() } else { Notifier::default() })
-    })
 }
 
 /// A live disk.
@@ -391,7 +371,7 @@ impl Disk {
         name: &DiskName,
         n: &Negotiated,
         limits: &QueueLimits,
-        rings: &KVec<RingHandle<BlkOps>>,
+        rings: &[BoundRing<BlkOps>],
     ) -> Result<Self> {
         let mut rs = KVec::with_capacity(rings.len(), GFP_KERNEL)?;
         let mut depth = u32::MAX;

@@ -17,7 +17,11 @@ use kernel::{
 };
 
 use crate::blkcore::{
-    limits::xen_limits,
+    limits::{
+        xen_limits,
+        QueueLimits, //
+    },
+    naming::DiskName,
     negotiate::{
         self as neg,
         FlushKind, //
@@ -25,29 +29,32 @@ use crate::blkcore::{
     xenstore::KeyError,
 };
 use crate::conn::{
-    abandon,
-    backend_serving,
-    fail_in_flight,
-    free_rings,
-    mark_rings_dead,
-    release_backend,
     Conn,
     Phase, //
 };
 use crate::fault::reconnect_held;
-use crate::ring::RingHandle;
-use crate::store::{
+
+mod live_disk;
+
+use crate::ring::BoundRing;
+use crate::xen::xenbus::{
+    self,
+    Device,
+    State,
+    Xbt, //
+};
+use crate::xenstore_keys::{
     handle_from_nodename,
     shown_path,
     Snapshot,
     BACKEND_KEYS,
     FRONTEND_KEYS, //
 };
-use crate::xen::xenbus::{
-    self,
-    Device,
-    State,
-    Xbt, //
+use live_disk::{
+    apply_new_limits,
+    reconnect_live_disk,
+    reconnect_rings,
+    resize, //
 };
 
 /// `protocol` we write: the native x86_64 blkif ABI.
@@ -56,9 +63,9 @@ const PROTOCOL: &CStr = c"x86_64-abi";
 /// The xenbus driver.
 pub(crate) struct Blkfront;
 
-/// Per-device data (the xenbus driver data).
+/// One vbd's frontend (the xenbus driver data).
 #[pin_data]
-pub(crate) struct Info {
+pub(crate) struct Frontend {
     /// `virtual-device` (or `virtual-device-ext`).
     pub(crate) vdevice: u32,
     /// blkif handle: last component of our nodename.
@@ -67,6 +74,14 @@ pub(crate) struct Info {
     pub(crate) domid: u16,
     #[pin]
     pub(crate) conn: Mutex<Conn>,
+}
+
+/// What a backend connected with: the disk's name, the values negotiated
+/// and the queue limits they give.
+struct Connection {
+    name: DiskName,
+    negotiated: neg::Negotiated,
+    limits: QueueLimits,
 }
 
 /// A connect step failed and `xenbus_dev_fatal` has said which and why
@@ -93,7 +108,7 @@ impl<T> OrFatal<T> for Result<T, KeyError> {
     fn or_fatal(self, dev: &Device, _step: fmt::Arguments<'_>) -> Result<T, Reported> {
         // The key error names the key and the value: that is the message.
         self.map_err(|e| {
-            dev.fatal(EINVAL, fmt!("{}", crate::store::Show(&e)));
+            dev.fatal(EINVAL, fmt!("{}", core::format_args!("{e}")));
             Reported
         })
     }
@@ -115,11 +130,11 @@ fn read_vdevice(dev: &Device) -> Result<u32> {
 }
 
 impl xenbus::Driver for Blkfront {
-    type Data = Arc<Info>;
+    type Data = Arc<Frontend>;
     const NAME: &'static CStr = c"xen_blkfront_rs";
     const DEVICE_TYPE: &'static CStr = c"vbd";
 
-    fn probe(dev: &Device) -> Result<Arc<Info>> {
+    fn probe(dev: &Device) -> Result<Arc<Frontend>> {
         let vdevice = match read_vdevice(dev) {
             Ok(v) => v,
             Err(e) => {
@@ -135,7 +150,11 @@ impl xenbus::Driver for Blkfront {
                 device_type.as_deref(),
             );
             if let Some(r) = refusal {
-                dev_info!(dev.as_device(), "not binding: {}\n", crate::store::Show(&r));
+                dev_info!(
+                    dev.as_device(),
+                    "not binding: {}\n",
+                    core::format_args!("{r}")
+                );
                 return Err(ENODEV);
             }
         }
@@ -147,52 +166,43 @@ impl xenbus::Driver for Blkfront {
             dev.switch_state(State::Initialising)?;
         }
         Arc::pin_init(
-            pin_init!(Info {
+            pin_init!(Frontend {
                 vdevice,
                 handle,
                 domid: dev.otherend_id(),
-                conn <- new_mutex!(Conn {
-                    active_rings: 0,
-                    phase: Phase::Disconnected,
-                    rings: KVec::new(),
-                    ring_pages: 0,
-                    negotiated: None,
-                    limits: None,
-                    disk: None,
-                    persistent_offered: false,
-                }),
+                conn <- new_mutex!(Conn::new()),
             }),
             GFP_KERNEL,
         )
     }
 
-    fn otherend_changed(dev: &Device, info: ArcBorrow<'_, Info>, state: State) {
+    fn otherend_changed(dev: &Device, frontend: ArcBorrow<'_, Frontend>, state: State) {
         match state {
             State::InitWait => {
                 if dev.state() != State::Initialising {
                     return;
                 }
-                let _ = info.talk_to_blkback(dev);
+                let _ = frontend.talk_to_blkback(dev);
             }
             State::Connected => {
                 let s = dev.state();
                 if s != State::Initialised
                     && s != State::Connected
-                    && info.talk_to_blkback(dev).is_err()
+                    && frontend.talk_to_blkback(dev).is_err()
                 {
                     return;
                 }
-                info.connect(dev);
+                frontend.connect(dev);
             }
             // Closed while we are (back to) Initialising: the backend has
             // not yet seen our reconnect; it will come back via InitWait.
             State::Closed if dev.state() == State::Initialising => {}
-            State::Closing => info.closing(dev),
+            State::Closing => frontend.closing(dev),
             State::Closed => {
                 if dev.state() != State::Closed {
-                    info.closing(dev);
+                    frontend.closing(dev);
                 }
-                info.backend_gone(dev);
+                frontend.backend_gone(dev);
             }
             _ => {}
         }
@@ -202,10 +212,10 @@ impl xenbus::Driver for Blkfront {
     /// gone with the old backend. Requests in flight go back to blk-mq
     /// (they are resubmitted when the new backend connects), the disk
     /// stays; the new backend's InitWait then runs `talk_to_blkback`.
-    fn resume(dev: &Device, info: ArcBorrow<'_, Info>) -> Result {
-        let mut conn = info.conn.lock();
-        let n = release_backend(&mut conn);
-        if let Some(disk) = &conn.disk {
+    fn resume(dev: &Device, frontend: ArcBorrow<'_, Frontend>) -> Result {
+        let mut conn = frontend.conn.lock();
+        let n = conn.release_backend();
+        if let Some(disk) = conn.disk() {
             dev_info!(
                 dev.as_device(),
                 "{}: resuming: {} requests in flight will be resubmitted\n",
@@ -216,32 +226,9 @@ impl xenbus::Driver for Blkfront {
         Ok(())
     }
 
-    /// The device goes (unbind, detach, unload). Connected, the disk is
-    /// deleted while the rings still serve it (its last writeback reaches
-    /// the backend). Otherwise (between a resume and the new backend's
-    /// Connected, or after a failed connect) there is nobody to serve it:
-    /// like [`abandon`], new requests and those waiting on the requeue
-    /// list fail, so deleting the disk never waits for a backend that is
-    /// not there.
-    fn remove(dev: &Device, info: Arc<Info>) {
-        let mut conn = info.conn.lock();
-        if conn.phase != Phase::Connected {
-            abandon(&mut conn);
-            return;
-        }
-        // A backend that left without going Closed (its process died and
-        // the toolstack removed its node: the hostile backend's "killed")
-        // answers nothing more: what is in flight fails now and new
-        // requests fail, or deleting the disk waits for them forever.
-        if !backend_serving(dev) {
-            mark_rings_dead(&conn);
-            fail_in_flight(dev, &conn);
-        }
-        if let Some(disk) = conn.disk.take() {
-            disk.remove();
-        }
-        free_rings(&mut conn);
-        conn.phase = Phase::Disconnected;
+    /// The device goes (unbind, detach, unload): [`Conn::remove`].
+    fn remove(dev: &Device, frontend: Arc<Frontend>) {
+        frontend.conn.lock().remove(dev);
     }
 }
 
@@ -260,11 +247,11 @@ fn read_snapshots(dev: &Device) -> Result<(Snapshot, Snapshot), Reported> {
 fn params(dev: &Device, own: &Snapshot, conn: &Conn) -> Result<neg::FrontendParams, Reported> {
     let trusted = neg::frontend_trusted(own, crate::params::trusted.value())
         .or_fatal(dev, fmt!("trusted"))?;
-    let mut p = crate::frontend_params(trusted, conn.persistent_offered);
-    if conn.disk.is_some() {
+    let mut p = crate::frontend_params(trusted, conn.persistent_offered());
+    if conn.disk().is_some() {
         p.max_queues = p
             .max_queues
-            .min(u32::try_from(conn.rings.len()).unwrap_or(u32::MAX));
+            .min(u32::try_from(conn.rings().len()).unwrap_or(u32::MAX));
     }
     Ok(p)
 }
@@ -276,7 +263,7 @@ fn negotiate_rings(dev: &Device, conn: &Conn) -> Result<neg::RingLayout, Reporte
     Ok(neg::negotiate_rings(&backend, &params(dev, &own, conn)?))
 }
 
-impl Info {
+impl Frontend {
     /// InitWait: allocate rings and event channels, publish them and our
     /// features, switch to Initialised (`talk_to_blkback`).
     ///
@@ -287,8 +274,8 @@ impl Info {
     /// (`blkfront_resume` upstream).
     fn talk_to_blkback(&self, dev: &Device) -> Result<(), Reported> {
         let mut conn = self.conn.lock();
-        release_backend(&mut conn);
-        if let Some(disk) = conn.disk.as_ref().filter(|_| reconnect_held()) {
+        conn.release_backend();
+        if let Some(disk) = conn.disk().filter(|_| reconnect_held()) {
             dev_info!(
                 dev.as_device(),
                 "{}: fault injection: not reconnecting to {}\n",
@@ -299,62 +286,26 @@ impl Info {
         }
         let r = self.setup_rings(dev, &mut conn);
         if r.is_err() {
-            abandon(&mut conn);
+            conn.abandon();
         }
         r
     }
 
     fn setup_rings(&self, dev: &Device, conn: &mut Conn) -> Result<(), Reported> {
         let n = negotiate_rings(dev, conn)?;
-        if let Some(disk) = &conn.disk {
-            // The disk's hardware queues stay (one ring each). A backend
-            // that allows fewer rings (a restore onto another host, whose
-            // blkback has a smaller `max_queues`) gets the first ones; the
-            // queues of the others share them (upstream instead changes
-            // the number of hardware queues).
-            let served = n.queues as usize;
-            if served == 0 || served > conn.rings.len() {
-                dev.fatal(
-                    EPROTO,
-                    fmt!(
-                        "the new backend allows {} rings, the disk has {}",
-                        n.queues,
-                        conn.rings.len()
-                    ),
-                );
-                return Err(Reported);
-            }
-            for (i, h) in conn.rings.iter_mut().enumerate().take(served) {
-                h.reconnect(dev, n.ring_pages)
-                    .or_fatal(dev, fmt!("setting up ring {i}"))?;
-            }
-            disk.serve_with_rings(served);
-            if served < conn.rings.len() {
-                dev_info!(
-                    dev.as_device(),
-                    "{}: the new backend allows {} of the disk's {} rings: its {} hardware queues share them\n",
-                    disk.name(),
-                    served,
-                    conn.rings.len(),
-                    conn.rings.len()
-                );
-            }
-            conn.active_rings = served;
+        let served = if conn.disk().is_some() {
+            reconnect_rings(dev, conn, &n)?
         } else {
             for i in 0..n.queues {
-                let h = RingHandle::new(dev, i, n.ring_pages)
+                let h = BoundRing::new(dev, i, n.ring_pages)
                     .or_fatal(dev, fmt!("setting up ring {i}"))?;
-                conn.rings
-                    .push(h, GFP_KERNEL)
-                    .map_err(Error::from)
+                conn.add_ring(h)
                     .or_fatal(dev, fmt!("setting up ring {i}"))?;
             }
-            conn.active_rings = conn.rings.len();
-        }
-        conn.ring_pages = n.ring_pages;
-
+            conn.rings().len()
+        };
         let persistent = crate::params::feature_persistent.value();
-        let rings = conn.rings.get(..conn.active_rings).unwrap_or(&[]);
+        let rings = conn.rings().get(..served).unwrap_or(&[]);
         let r = xenbus::transaction(|xbt| {
             let node = dev.nodename();
             // blkback reads `ring-page-order` and `multi-queue-num-queues`
@@ -397,45 +348,30 @@ impl Info {
             Ok(())
         });
         r.or_fatal(dev, fmt!("writing ring details"))?;
-        conn.persistent_offered = persistent;
-        conn.phase = Phase::Initialised;
+        conn.rings_published(served, n.ring_pages, persistent);
         dev.switch_state(State::Initialised)
             .or_fatal(dev, fmt!("switching to Initialised"))
     }
 
     /// Backend Connected: negotiate, set up the data path, create the disk
-    /// (`blkfront_connect`). A later Connected re-reads `sectors` (resize).
+    /// or resubmit to the live one (`blkfront_connect`). A later Connected
+    /// re-reads `sectors` (resize).
     fn connect(&self, dev: &Device) {
         let mut conn = self.conn.lock();
-        if conn.phase == Phase::Connected {
-            let backend = match Snapshot::read(dev.otherend(), &[neg::KEY_SECTORS]) {
-                Ok(b) => b,
-                Err(_) => return,
-            };
-            if let Ok(sectors) = neg::read_sectors(&backend) {
-                let changed = conn
-                    .negotiated
-                    .as_ref()
-                    .is_some_and(|n| n.sectors != sectors);
-                if let (true, Some(disk)) = (changed, &conn.disk) {
-                    dev_info!(dev.as_device(), "Setting capacity to {}\n", sectors);
-                    disk.set_capacity(sectors);
-                    if let Some(n) = conn.negotiated.as_mut() {
-                        n.sectors = sectors;
-                    }
+        match conn.phase() {
+            Phase::Connected => resize(dev, &mut conn),
+            Phase::Initialised => {
+                if self.start_connection(dev, &mut conn).is_err() {
+                    conn.abandon();
                 }
             }
-            return;
-        }
-        if conn.phase != Phase::Initialised {
-            return;
-        }
-        if self.do_connect(dev, &mut conn).is_err() {
-            abandon(&mut conn);
+            Phase::Disconnected => {}
         }
     }
 
-    fn do_connect(&self, dev: &Device, conn: &mut Conn) -> Result<(), Reported> {
+    /// Negotiates with the backend, starts the rings published to it and
+    /// connects the disk: a new one, or the live one after a restore.
+    fn start_connection(&self, dev: &Device, conn: &mut Conn) -> Result<(), Reported> {
         let (backend, own) = read_snapshots(dev)?;
         let n = neg::negotiate(&backend, &params(dev, &own, conn)?)
             .or_fatal(dev, fmt!("negotiating"))?;
@@ -448,11 +384,12 @@ impl Info {
                 core::format_args!("{first}")
             );
         }
-        if n.queues as usize != conn.active_rings || n.ring_pages != conn.ring_pages {
+        let active = conn.active_rings().len();
+        if n.queues as usize != active || n.ring_pages != conn.ring_pages() {
             dev.fatal(EPROTO, fmt!(
                 "backend changed its ring limits after InitWait ({} rings of {} pages set up, now {} of {})",
-                conn.active_rings,
-                conn.ring_pages,
+                active,
+                conn.ring_pages(),
                 n.queues,
                 n.ring_pages
             ));
@@ -463,92 +400,46 @@ impl Info {
             dev.fatal(EINVAL, fmt!("queue limits rejected: {what}"));
             return Err(Reported);
         }
-        // A new backend under the live disk (a restore onto another host):
-        // its sectors must be the disk's. Narrower limits (fewer indirect
-        // segments) are followed: a read or write built under the old ones
-        // goes out again as its bios, which the block layer splits to the
-        // new limits (`Queues::max_segments`; upstream's `blkif_recover`).
-        if let (Some(old), Some(disk)) = (conn.limits, &conn.disk) {
-            if limits.logical_block_size != old.logical_block_size {
-                dev.fatal(
-                    EPROTO,
-                    fmt!(
-                        "the new backend's sector-size {} is not the disk's {}",
-                        limits.logical_block_size,
-                        old.logical_block_size
-                    ),
-                );
-                return Err(Reported);
-            }
-            let narrower = limits.admits_requests_of(&old).err();
-            if let Some(what) = narrower {
-                dev_info!(
-                    dev.as_device(),
-                    "{}: the new backend's limits are narrower ({}: {} segments of {} per request): larger requests are split again\n",
-                    disk.name(),
-                    what,
-                    limits.max_segments,
-                    old.max_segments
-                );
-            }
-            // Before the rings start, so that no request is built or sent
-            // under the old limits from then on. The new backend may also
-            // flush, discard or write differently (`blkif_recover`
-            // upstream).
-            disk.set_max_segments(limits.max_segments);
-            match disk.update_limits(&limits) {
-                Ok(()) => conn.limits = Some(limits),
-                // Bios split to the old limits would not fit the new ones.
-                Err(e) if narrower.is_some() => {
-                    dev.fatal(e, fmt!("applying the new backend's narrower queue limits"));
-                    return Err(Reported);
-                }
-                Err(e) => dev_warn!(
-                    dev.as_device(),
-                    "{}: keeping the old queue limits after reconnect: {:?}\n",
-                    disk.name(),
-                    e
-                ),
-            }
-        }
+        // Before the rings start, so that no request is built or sent
+        // under the old limits from then on.
+        let limits = match (conn.limits(), conn.disk()) {
+            (Some(old), Some(disk)) => apply_new_limits(dev, disk, old, limits)?,
+            _ => limits,
+        };
         let backend_max =
             crate::blkcore::xenstore::read_u32(&backend, neg::KEY_FEATURE_MAX_INDIRECT_SEGMENTS)
                 .ok()
                 .flatten()
                 .unwrap_or(0);
         let wire_max = crate::blkcore::datapath::wire_segments(&n, backend_max);
-        for (i, h) in conn.rings.iter().enumerate().take(conn.active_rings) {
+        for (i, h) in conn.active_rings().iter().enumerate() {
             h.ring()
                 .start(dev, &n, self.handle, wire_max)
                 .or_fatal(dev, fmt!("starting ring {i}"))?;
         }
         let name = crate::disk::disk_name(self.vdevice)
             .or_fatal(dev, fmt!("naming virtual-device {}", self.vdevice))?;
-        if let Some(disk) = &conn.disk {
-            dev.switch_state(State::Connected)
-                .or_fatal(dev, fmt!("switching to Connected"))?;
-            if conn
-                .negotiated
-                .as_ref()
-                .is_some_and(|o| o.sectors != n.sectors)
-            {
-                disk.set_capacity(n.sectors);
-            }
-            dev_info!(
-                dev.as_device(),
-                "{}: reconnected to {}: {} rings of {} pages; persistent grants: {}; resubmitting what was in flight\n",
-                name.as_str(),
-                shown_path(dev.otherend()),
-                n.queues,
-                n.ring_pages,
-                if n.persistent { "enabled" } else { "disabled" },
-            );
-            conn.negotiated = Some(n);
-            conn.phase = Phase::Connected;
-            disk.resubmit();
-            return Ok(());
+        let connection = Connection {
+            name,
+            negotiated: n,
+            limits,
+        };
+        if conn.disk().is_some() {
+            reconnect_live_disk(dev, conn, connection)
+        } else {
+            self.create_disk(dev, conn, connection)
         }
-        let mut disk = crate::disk::Disk::new(dev, self.vdevice, &name, &n, &limits, &conn.rings)
+    }
+
+    /// The first backend connected: the disk is made on the rings and
+    /// added.
+    fn create_disk(&self, dev: &Device, conn: &mut Conn, c: Connection) -> Result<(), Reported> {
+        let Connection {
+            name,
+            negotiated: n,
+            limits,
+        } = c;
+        let mut disk = crate::disk::Disk::new(dev, self.vdevice, &name, &n, &limits, conn.rings())
             .or_fatal(dev, fmt!("creating disk {}", name.as_str()))?;
         let flush = match n.flush {
             Some(FlushKind::Barrier) => "barrier: enabled;",
@@ -571,20 +462,16 @@ impl Info {
         );
         dev.switch_state(State::Connected)
             .or_fatal(dev, fmt!("switching to Connected"))?;
-        conn.negotiated = Some(n);
-        conn.limits = Some(limits);
-        conn.phase = Phase::Connected;
         disk.add(dev)
             .or_fatal(dev, fmt!("adding disk {}", name.as_str()))?;
-        conn.disk = Some(disk);
+        conn.connected(n, limits, disk);
         Ok(())
     }
-
     /// The backend went Closed: it has disconnected from the rings, so a
     /// request still in flight would never be answered. They fail now
     /// (upstream leaves them, and removal then hangs).
     fn backend_gone(&self, dev: &Device) {
-        fail_in_flight(dev, &self.conn.lock());
+        self.conn.lock().fail_in_flight(dev);
     }
 
     /// Backend Closing/Closed (`blkfront_closing`).
@@ -594,7 +481,7 @@ impl Info {
         }
         // No more requests (upstream: blk_mark_disk_dead, which rust/blkmq
         // does not offer): the rings fail new ones.
-        mark_rings_dead(&self.conn.lock());
+        self.conn.lock().mark_rings_dead();
         dev.frontend_closed();
     }
 }

@@ -21,7 +21,6 @@ use kernel::{
 
 use crate::blkcore::{
     datapath::{
-        pregrant::PreGranted,
         Drained,
         Fault,
         QueueError,
@@ -30,24 +29,25 @@ use crate::blkcore::{
         Status, //
     },
     grants::GrantStats,
-    mapping::MappedSegment,
     negotiate::Negotiated,
     ring::FrontRing,
 };
 mod done;
 mod held;
+mod scratch;
 mod stuck;
 
 use done::DoneList;
+pub(crate) use scratch::{
+    Prepared,
+    Scratch, //
+};
 
 use crate::blkmq::{
     self,
     Operations, //
 };
-use crate::datapath::{
-    Io,
-    KernelStorage, //
-};
+use crate::datapath::RingDataPath;
 use crate::xen::{
     evtchn::{
         BoundIrq,
@@ -56,10 +56,7 @@ use crate::xen::{
         Handler,
         Notifier, //
     },
-    grant::{
-        Frame,
-        GrantTable, //
-    },
+    grant::GrantTable,
     ring::SharedPages,
     xenbus::{
         self,
@@ -93,7 +90,7 @@ pub(crate) struct RingState<O: BlockOps> {
     pages: SharedPages,
     front: FrontRing,
     notifier: Notifier,
-    io: Option<KBox<Io<Rq<O>>>>,
+    io: Option<KBox<RingDataPath<Rq<O>>>>,
     /// Bad backend input seen: nothing more is queued or completed.
     broken: bool,
     /// The backend is closing: new requests fail (`blk_mark_disk_dead`
@@ -104,17 +101,19 @@ pub(crate) struct RingState<O: BlockOps> {
     /// Data paths taken down while the backend still mapped the pages of
     /// requests on them: kept, with those requests (not ended), until it
     /// lets go (see [`RingState::retry_held`]).
-    parked: KVec<KBox<Io<Rq<O>>>>,
+    parked: KVec<KBox<RingDataPath<Rq<O>>>>,
 }
 
 /// One ring.
 #[pin_data]
 pub(crate) struct Ring<O: BlockOps> {
-    pub(crate) index: u32,
+    index: u32,
     /// The xenbus device, for log lines that name it.
     dev: ARef<kernel::device::Device>,
     /// The request being queued, mapped or granted by the block glue
-    /// before it takes the ring lock (see [`Scratch`]). A plain spinlock,
+    /// before it takes the ring lock (see [`Scratch`]); always taken
+    /// before `state`, never inside it ([`Ring::with_scratch_then_state`]).
+    /// A plain spinlock,
     /// taken only by `queue_rq` and at connect, neither in interrupt
     /// context: blk-mq dispatches from the submitter's process context or
     /// from kblockd's work (`submit_bio` may sleep for a tag or a frozen
@@ -123,49 +122,18 @@ pub(crate) struct Ring<O: BlockOps> {
     /// restarts the queue asynchronously). So no softirq on this CPU can
     /// enter `queue_rq` while it is held; lockdep would report one.
     #[pin]
-    pub(crate) scratch: SpinLock<Scratch>,
+    scratch: SpinLock<Scratch>,
     #[pin]
-    pub(crate) state: SpinLockIrq<RingState<O>>,
-}
-
-/// Where the block glue prepares a request before it takes the ring lock;
-/// sized when the backend connects (no room before: requests wait).
-pub(crate) struct Scratch {
-    /// With bounce frames: the request's per-frame segments, granted
-    /// through the pool under the ring lock.
-    pub(crate) segs: KVec<MappedSegment<Frame>>,
-    /// Without: the request's segments granted as they are walked.
-    pub(crate) pre: Option<PreGranted<KernelStorage>>,
-    /// Grants to the backend made here (its own batch of claimed
-    /// references: the ring's is under the ring lock).
-    pub(crate) gt: GrantTable,
-}
-
-impl Scratch {
-    fn unconnected() -> Self {
-        Self {
-            segs: KVec::new(),
-            pre: None,
-            gt: GrantTable::new(0),
-        }
-    }
-}
-
-/// A request's data as [`Scratch`] holds it for [`RingState::queue`].
-pub(crate) enum Prepared<'a> {
-    /// Mapped to per-frame segments (with bounce frames).
-    Mapped(&'a [MappedSegment<Frame>]),
-    /// Granted (without); empty for a flush or discard.
-    Granted(&'a mut PreGranted<KernelStorage>),
+    state: SpinLockIrq<RingState<O>>,
 }
 
 /// A ring with its bound event channel (owned by the device).
-pub(crate) struct RingHandle<O: BlockOps> {
+pub(crate) struct BoundRing<O: BlockOps> {
     irq: Option<BoundIrq<Ring<O>>>,
     ring: Arc<Ring<O>>,
 }
 
-impl<O: BlockOps> RingHandle<O> {
+impl<O: BlockOps> BoundRing<O> {
     /// Allocates the shared ring (`nr_pages` pages) and event channel of
     /// ring `index` and binds the channel to the ring's handler.
     pub(crate) fn new(dev: &Device, index: u32, nr_pages: u32) -> Result<Self> {
@@ -243,7 +211,7 @@ impl<O: BlockOps> RingHandle<O> {
     /// The backend is gone but the disk stays (guest save/restore, a
     /// backend restart): unbinds the interrupt, revokes every grant and
     /// returns the requests that were in flight, for the caller to resubmit
-    /// once [`RingHandle::reconnect`] and [`Ring::start`] ran. Until then the
+    /// once [`BoundRing::reconnect`] and [`Ring::start`] ran. Until then the
     /// ring refuses new requests as busy.
     pub(crate) fn suspend(&mut self) -> KVec<Rq<O>> {
         // Data path and notifier first, under the lock: from then on the
@@ -261,7 +229,7 @@ impl<O: BlockOps> RingHandle<O> {
 
     /// Gives a suspended ring new shared pages (`nr_pages`) and a new event
     /// channel, for a new backend; publish them with
-    /// [`RingHandle::publish`].
+    /// [`BoundRing::publish`].
     pub(crate) fn reconnect(&mut self, dev: &Device, nr_pages: u32) -> Result {
         let (pages, front) = new_shared_ring(dev, nr_pages)?;
         let (old_pages, stale) = {
@@ -301,17 +269,17 @@ fn new_shared_ring(dev: &Device, nr_pages: u32) -> Result<(SharedPages, FrontRin
 
 impl<O: BlockOps> Ring<O> {
     /// Builds the data path once the backend connected (see
-    /// [`Io::new`]).
+    /// [`RingDataPath::new`]).
     pub(crate) fn start(&self, dev: &Device, n: &Negotiated, handle: u16, wire_max: u32) -> Result {
         let size = self.state.lock().front.size();
-        let io = Io::new(n, handle, dev.otherend_id(), size, wire_max)?;
-        let (segs, pre) = if io.dp.grants_before_lock() {
+        let io = RingDataPath::new(n, handle, dev.otherend_id(), size, wire_max)?;
+        let (segs, pre) = if io.datapath.grants_before_lock() {
             (
                 KVec::new(),
-                Some(io.dp.new_pregranted().map_err(|_| ENOMEM)?),
+                Some(io.datapath.new_pregranted().map_err(|_| ENOMEM)?),
             )
         } else {
-            let wire_max = io.dp.geometry().wire_max as usize;
+            let wire_max = io.datapath.geometry().wire_max as usize;
             (KVec::with_capacity(wire_max, GFP_KERNEL)?, None)
         };
         let gt = GrantTable::new(dev.otherend_id());
@@ -342,8 +310,8 @@ impl<O: BlockOps> Ring<O> {
         };
         let io = &mut *boxed;
         // Without memory for the list a request fails rather than leaks.
-        let _ = rqs.reserve(io.dp.geometry().ring_size as usize, GFP_KERNEL);
-        let deferred = io.dp.take_down(&mut io.gt, |rq| {
+        let _ = rqs.reserve(io.datapath.geometry().ring_size as usize, GFP_KERNEL);
+        let deferred = io.datapath.take_down(&mut io.grant_table, |rq| {
             if let Err(e) = rqs.push_within_capacity(rq) {
                 complete(e.0, Status::IoErr);
             }
@@ -351,7 +319,7 @@ impl<O: BlockOps> Ring<O> {
         // The record an admin (and the tests) read after unload: every grant
         // made is revoked; those the backend still mapped are ended with a
         // deferred release, which frees them once the backend unmaps.
-        let st = io.dp.grant_stats();
+        let st = io.datapath.grant_stats();
         dev_info!(
             self.dev,
             "ring {} torn down: {} grants granted, {} revoked ({} released when the backend unmaps them)\n",
@@ -360,7 +328,7 @@ impl<O: BlockOps> Ring<O> {
             st.revoked,
             deferred
         );
-        let held = io.dp.held();
+        let held = io.datapath.held();
         if held != 0 {
             dev_warn!(
                 self.dev,
@@ -384,8 +352,8 @@ impl<O: BlockOps> Ring<O> {
             // Does nothing on a broken ring.
             let _ = st.complete(self, &mut done);
             st.io.as_deref_mut().map_or(0, |io| {
-                io.dp
-                    .fail_in_flight(&mut io.gt, &mut |rq, s| done.push(rq, s))
+                io.datapath
+                    .fail_in_flight(&mut io.grant_table, &mut |rq, s| done.push(rq, s))
             })
         };
         done.finish();
@@ -400,10 +368,12 @@ impl<O: BlockOps> Ring<O> {
         {
             let mut st = self.state.lock();
             if let Some(io) = st.io.as_deref_mut() {
-                let r = io
-                    .dp
-                    .break_ring(&mut io.gt, Fault::Injected, &mut |rq, s| done.push(rq, s));
-                self.report_broken(r, io.dp.held());
+                let r =
+                    io.datapath
+                        .break_ring(&mut io.grant_table, Fault::Injected, &mut |rq, s| {
+                            done.push(rq, s)
+                        });
+                self.report_broken(r, io.datapath.held());
                 st.broken = true;
             }
         }
@@ -441,7 +411,7 @@ impl<O: BlockOps> Ring<O> {
     /// blk-mq runs them inside an RCU read-side section
     /// (`blk_mq_run_dispatch_ops`; rust/blkmq never makes a tag set
     /// `BLK_MQ_F_BLOCKING`), which began before the notifier was read, and
-    /// [`RingHandle::suspend`] waits for those (`synchronize_rcu()`, as
+    /// [`BoundRing::suspend`] waits for those (`synchronize_rcu()`, as
     /// `blk_mq_wait_quiesce_done` does) before it unbinds the channel: no
     /// event goes to a channel unbound (or reused) meanwhile.
     pub(crate) fn with_state_then_notify<R>(
@@ -469,8 +439,9 @@ impl<O: BlockOps> RingState<O> {
         self.front.size()
     }
 
-    /// Bad backend input was seen on this ring, or the backend is closing.
-    pub(crate) fn broken(&self) -> bool {
+    /// The ring fails new requests: bad backend input was seen on it, or
+    /// the backend is closing.
+    pub(crate) fn refuses_requests(&self) -> bool {
         self.broken || self.dead
     }
 
@@ -487,14 +458,18 @@ impl<O: BlockOps> RingState<O> {
     /// Counters (ring + grant pool, whether data is copied) for
     /// statistics.
     pub(crate) fn stats(&self) -> Option<(RingStats, GrantStats, bool)> {
-        self.io
-            .as_ref()
-            .map(|io| (io.dp.stats(), io.dp.grant_stats(), io.dp.copy_data()))
+        self.io.as_ref().map(|io| {
+            (
+                io.datapath.stats(),
+                io.datapath.grant_stats(),
+                io.datapath.copy_data(),
+            )
+        })
     }
 
     /// Puts one request on the ring (not yet visible to the backend: see
     /// [`RingState::push`]), with its data as the block glue prepared it in
-    /// [`Ring::scratch`]. On `Err` grants still in a [`Prepared::Granted`]
+    /// its [`Scratch`]. On `Err` grants still in a [`Prepared::Granted`]
     /// are the caller's to end (the ring was not reached). Inline: each
     /// caller passes one kind of [`Prepared`].
     #[inline(always)]
@@ -504,16 +479,16 @@ impl<O: BlockOps> RingState<O> {
         req: Request,
         data: Prepared<'_>,
     ) -> Result<(), (Rq<O>, QueueError)> {
-        if self.broken || self.dead {
+        if self.refuses_requests() {
             return Err((rq, QueueError::Io));
         }
         let Some(io) = self.io.as_deref_mut() else {
             return Err((rq, QueueError::Busy));
         };
-        let (gt, front, pages) = (&mut io.gt, &mut self.front, &mut self.pages);
+        let (gt, front, pages) = (&mut io.grant_table, &mut self.front, &mut self.pages);
         match data {
-            Prepared::Mapped(segs) => io.dp.queue(gt, front, pages, rq, req, segs),
-            Prepared::Granted(pre) => io.dp.queue_granted(gt, front, pages, rq, req, pre),
+            Prepared::Mapped(segs) => io.datapath.queue(gt, front, pages, rq, req, segs),
+            Prepared::Granted(pre) => io.datapath.queue_granted(gt, front, pages, rq, req, pre),
         }?;
         self.pending_push = true;
         Ok(())
@@ -537,7 +512,7 @@ impl<O: BlockOps> RingState<O> {
             return Notifier::default();
         }
         if let Some(io) = self.io.as_deref_mut() {
-            io.dp.notified();
+            io.datapath.notified();
         }
         self.notifier
     }
@@ -556,24 +531,24 @@ impl<O: BlockOps> RingState<O> {
         let Some(io) = self.io.as_deref_mut() else {
             return Eoi::Spurious;
         };
-        let r = io.dp.drain(
-            &mut io.gt,
+        let r = io.datapath.drain(
+            &mut io.grant_table,
             &mut self.front,
             &mut self.pages,
             &mut |rq, s| done.push(rq, s),
         );
         done.withdraw(io.report_notes(&ring.dev));
         match r {
-            Drained::Some => {
+            Drained::Responses => {
                 io.maybe_purge();
                 Eoi::Done
             }
-            Drained::Nothing => {
+            Drained::NonePending => {
                 io.maybe_purge();
                 Eoi::Spurious
             }
             Drained::Broken { .. } => {
-                ring.report_broken(r, io.dp.held());
+                ring.report_broken(r, io.datapath.held());
                 self.broken = true;
                 Eoi::None
             }

@@ -54,7 +54,7 @@ mod disk;
 mod fault;
 mod front;
 mod ring;
-mod store;
+mod xenstore_keys;
 
 module! {
     type: XenBlkfront,
@@ -172,7 +172,7 @@ mod tests {
         xvd_minors,
         Minors, //
     };
-    use super::store::{
+    use super::xenstore_keys::{
         handle_from_nodename,
         Snapshot, //
     };
@@ -371,7 +371,7 @@ mod tests {
         let id = io.alloc(blkif::BLKIF_OP_READ, 1).ok_or(EINVAL)?;
         io.alloc(blkif::BLKIF_OP_READ, 1).ok_or(EINVAL)?;
         let good = rsp(u64::from(id), blkif::BLKIF_OP_READ, 0);
-        assert_eq!(io.respond_and_drain(&good), Drained::Some);
+        assert_eq!(io.respond_and_drain(&good), Drained::Responses);
         assert_eq!(io.in_flight(), 1);
         assert!(matches!(
             io.respond_and_drain(&good),

@@ -134,9 +134,9 @@ impl fmt::Display for Fault {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Drained {
     /// Responses were consumed.
-    Some,
+    Responses,
     /// None were pending (a spurious event).
-    Nothing,
+    NonePending,
     /// The backend broke the protocol (`fault`); every request in flight
     /// (`failed` of them) ended with [`Status::IoErr`]. The caller stops
     /// using the ring.
@@ -266,7 +266,7 @@ pub enum QueueError {
     Io,
     /// Complete it successfully without sending it (flush without a
     /// backend flush feature, like upstream).
-    Nothing,
+    CompleteWithoutSending,
     /// Fail it as not supported: a discard the backend does not offer, or
     /// withdrew (fstrim then says "not supported", not an I/O error).
     NotSupp,
@@ -357,12 +357,12 @@ struct Slot<Rq> {
     rq: Option<Rq>,
     nr_segments: u32,
     /// Data grants through the pool (with bounce frames).
-    grants: u32,
+    nr_pool_grants: u32,
     /// Data grants made before the ring lock ([`PreGranted`]), in
     /// `DataPath::grefs`.
-    direct: u32,
-    indirect: u32,
-    copies: u32,
+    nr_direct_grants: u32,
+    nr_indirect_pages: u32,
+    nr_copies: u32,
     /// Answered or failed, but the backend still maps one of its direct
     /// grants (the caller's own pages): `rq` stays here, not ended, and
     /// the id stays taken, until [`DataPath::retry_held`] finds them
@@ -404,7 +404,7 @@ pub struct DataPath<S: Storage, F: Copy, Rq> {
     grefs: S::Buf<GrantRef>,
     /// Counters of the grants in `grefs` (granted, revoked, in use,
     /// deferred), added to the pool's in [`DataPath::grant_stats`].
-    direct: GrantStats,
+    direct_grant_stats: GrantStats,
     /// `ring_size * indirect_pages` grant handles of indirect pages.
     indirect: S::Buf<GrantHandle>,
     /// `ring_size * wire_max` copies back (only with `copy_data`).
@@ -434,10 +434,10 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
     /// Counters of the grant pool.
     pub fn grant_stats(&self) -> GrantStats {
         let mut g = self.pool.stats();
-        g.granted = g.granted.wrapping_add(self.direct.granted);
-        g.revoked = g.revoked.wrapping_add(self.direct.revoked);
-        g.in_use = g.in_use.wrapping_add(self.direct.in_use);
-        g.deferred = g.deferred.wrapping_add(self.direct.deferred);
+        g.granted = g.granted.wrapping_add(self.direct_grant_stats.granted);
+        g.revoked = g.revoked.wrapping_add(self.direct_grant_stats.revoked);
+        g.in_use = g.in_use.wrapping_add(self.direct_grant_stats.in_use);
+        g.deferred = g.deferred.wrapping_add(self.direct_grant_stats.deferred);
         g
     }
 
@@ -488,20 +488,20 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
                 .as_ref()
                 .iter()
                 .skip(id * wire)
-                .take(s.grants as usize);
+                .take(s.nr_pool_grants as usize);
             let i = self
                 .indirect
                 .as_ref()
                 .iter()
                 .skip(id * ind)
-                .take(s.indirect as usize);
+                .take(s.nr_indirect_pages as usize);
             for h in g.chain(i) {
                 if let Some(e) = self.pool.entry(*h) {
                     f(e.gref());
                 }
             }
             let direct = self.grefs.as_ref().iter().skip(id * wire);
-            direct.take(s.direct as usize).for_each(|g| f(*g));
+            direct.take(s.nr_direct_grants as usize).for_each(|g| f(*g));
         }
     }
 
@@ -552,9 +552,9 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
                 if let Some(r) = s.rq.take() {
                     rq(r);
                 }
-                s.grants = 0;
-                s.indirect = 0;
-                s.copies = 0;
+                s.nr_pool_grants = 0;
+                s.nr_indirect_pages = 0;
+                s.nr_copies = 0;
             }
         }
         // Every id but the held ones was cancelled above.

@@ -72,7 +72,7 @@ fn written_data_reads_back_in_every_grant_mode() {
             let mut rig = plain(persistent, copy, indirect);
             pattern(&mut rig, 0, n);
             rig.submit(1, write(8), &pages(0, n)).unwrap();
-            assert_eq!(rig.run(BLKIF_RSP_OKAY), Drained::Some, "{what}");
+            assert_eq!(rig.run(BLKIF_RSP_OKAY), Drained::Responses, "{what}");
             for p in 0..n as usize {
                 let at = (8 * 512) + p * PAGE;
                 assert_eq!(
@@ -224,7 +224,10 @@ fn an_empty_flush_the_backend_refuses_completes_and_withdraws_flushes() {
         assert!(!rig.dp.flushes());
         assert_eq!(rig.dp.take_notes().flush, Some(barrier), "{kind:?}");
         assert_eq!(rig.dp.take_notes().flush, None, "reported once");
-        assert_eq!(rig.submit(2, Request::Flush, &[]), Err(QueueError::Nothing));
+        assert_eq!(
+            rig.submit(2, Request::Flush, &[]),
+            Err(QueueError::CompleteWithoutSending)
+        );
         // A FUA write now goes out as a plain write.
         rig.submit(
             3,
@@ -552,9 +555,9 @@ fn a_full_ring_is_busy_and_counted() {
 #[test]
 fn interrupts_without_responses_count_as_spurious() {
     let mut rig = plain(false, true, 0);
-    assert_eq!(rig.drain(), Drained::Nothing);
+    assert_eq!(rig.drain(), Drained::NonePending);
     rig.submit(1, read(0), &pages(0, 1)).unwrap();
-    assert_eq!(rig.run(BLKIF_RSP_OKAY), Drained::Some);
+    assert_eq!(rig.run(BLKIF_RSP_OKAY), Drained::Responses);
     let st = rig.dp.stats();
     assert_eq!((st.interrupts, st.spurious_interrupts), (2, 1));
     assert_eq!(st.notifications, 1, "the first push notifies");
@@ -807,7 +810,7 @@ fn a_request_faked_in_flight_completes_from_its_response() {
             ..BlkifResponse::default()
         });
     }
-    assert_eq!(rig.drain(), Drained::Some);
+    assert_eq!(rig.drain(), Drained::Responses);
     assert_eq!(rig.done, [(10, Status::IoErr), (9, Status::Ok)]);
     assert_eq!(rig.dp.in_flight(), 0);
 }
@@ -913,7 +916,7 @@ fn reads_in_flight_together_each_get_their_own_data() {
                 rig.submit(t, read(u64::from(t) * 128), &pages(first(t), n))
                     .unwrap();
             }
-            assert_eq!(rig.run(BLKIF_RSP_OKAY), Drained::Some);
+            assert_eq!(rig.run(BLKIF_RSP_OKAY), Drained::Responses);
             assert_eq!(rig.done.len(), 3);
             for t in 0..3u32 {
                 for p in 0..n {

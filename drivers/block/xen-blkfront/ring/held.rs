@@ -24,14 +24,14 @@ use super::{
     RingState,
     Rq, //
 };
-use crate::datapath::Io;
+use crate::datapath::RingDataPath;
 
 impl<O: BlockOps> Ring<O> {
     /// Keeps a taken-down data path whose requests are held (see
     /// [`RingState::retry_held`]). Without memory to keep it, it is leaked:
     /// its held requests then never end (removal waits for them), but no
     /// page goes back while the backend can write it.
-    pub(super) fn park(&self, io: KBox<Io<Rq<O>>>) {
+    pub(super) fn park(&self, io: KBox<RingDataPath<Rq<O>>>) {
         let mut st = self.state.lock();
         if st.parked.reserve(1, GFP_ATOMIC).is_ok() {
             if let Err(e) = st.parked.push_within_capacity(io) {
@@ -84,17 +84,19 @@ impl<O: BlockOps> RingState<O> {
     /// parked ones'. Returns how many requests are still held, and one
     /// parked data path that holds none any more, for the caller to free
     /// after the lock.
-    fn retry_held(&mut self, done: &mut DoneList<O>) -> (u32, Option<KBox<Io<Rq<O>>>>) {
+    fn retry_held(&mut self, done: &mut DoneList<O>) -> (u32, Option<KBox<RingDataPath<Rq<O>>>>) {
         let mut held = 0u32;
         if let Some(io) = self.io.as_deref_mut() {
-            io.dp.retry_held(&mut io.gt, &mut |rq, s| done.push(rq, s));
-            held = held.saturating_add(io.dp.held());
+            io.datapath
+                .retry_held(&mut io.grant_table, &mut |rq, s| done.push(rq, s));
+            held = held.saturating_add(io.datapath.held());
         }
         let mut finished = None;
         for (i, io) in self.parked.iter_mut().enumerate() {
             let io = &mut **io;
-            io.dp.retry_held(&mut io.gt, &mut |rq, s| done.push(rq, s));
-            let h = io.dp.held();
+            io.datapath
+                .retry_held(&mut io.grant_table, &mut |rq, s| done.push(rq, s));
+            let h = io.datapath.held();
             held = held.saturating_add(h);
             if h == 0 && finished.is_none() {
                 finished = Some(i);

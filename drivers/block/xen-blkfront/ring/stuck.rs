@@ -32,14 +32,14 @@ impl<O: BlockOps> Ring<O> {
             if st.broken {
                 true
             } else if let Some(io) = st.io.as_deref_mut() {
-                let stuck = io.dp.answered_nothing_since_last_timeout();
+                let stuck = io.datapath.answered_nothing_since_last_timeout();
                 if stuck {
-                    let r = io.dp.break_ring(
-                        &mut io.gt,
+                    let r = io.datapath.break_ring(
+                        &mut io.grant_table,
                         Fault::Unanswered { timeout_ms },
                         &mut |rq, s| done.push(rq, s),
                     );
-                    self.report_broken(r, io.dp.held());
+                    self.report_broken(r, io.datapath.held());
                     st.broken = true;
                 }
                 stuck

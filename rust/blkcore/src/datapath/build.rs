@@ -99,17 +99,17 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
             slots: S::buf(size, || Slot {
                 rq: None,
                 nr_segments: 0,
-                grants: 0,
-                direct: 0,
-                indirect: 0,
-                copies: 0,
+                nr_pool_grants: 0,
+                nr_direct_grants: 0,
+                nr_indirect_pages: 0,
+                nr_copies: 0,
                 held: false,
             })?,
             // Data grants: through the pool with bounce frames, made
             // before the ring lock without.
             grants: S::buf(if n.copy_data { size * wire } else { 0 }, || GrantHandle(0))?,
             grefs: S::buf(if n.copy_data { 0 } else { size * wire }, || 0)?,
-            direct: GrantStats::default(),
+            direct_grant_stats: GrantStats::default(),
             indirect: S::buf(size * ind, || GrantHandle(0))?,
             copies: S::buf(if n.copy_data { size * wire } else { 0 }, || unset_copy)?,
             desc: S::buf(wire * BLKIF_SEGMENT_SIZE, || 0)?,

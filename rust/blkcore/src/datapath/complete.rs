@@ -26,11 +26,11 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         let fault = match r {
             Ok(0) => {
                 self.stats.spurious_interrupts += 1;
-                return Drained::Nothing;
+                return Drained::NonePending;
             }
             Ok(n) => {
                 self.stats.responses += u64::from(n);
-                return Drained::Some;
+                return Drained::Responses;
             }
             Err(DrainError::Ring(e)) => Fault::Producer(e),
             Err(DrainError::Response(f)) => f,
@@ -165,7 +165,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
             .slots
             .as_ref()
             .get(id)
-            .map_or((0, 0), |s| (s.nr_segments, s.copies as usize));
+            .map_or((0, 0), |s| (s.nr_segments, s.nr_copies as usize));
         let verdict = Verdict::of(&c, nr_segments);
         if let RspStatus::Unknown(s) = c.status {
             if !self.unknown_status_seen {
@@ -243,10 +243,10 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         let Some(s) = self.slots.as_mut().get_mut(id) else {
             return Released::default();
         };
-        let (ng, ni) = (s.grants as usize, s.indirect as usize);
-        s.grants = 0;
-        s.indirect = 0;
-        s.copies = 0;
+        let (ng, ni) = (s.nr_pool_grants as usize, s.nr_indirect_pages as usize);
+        s.nr_pool_grants = 0;
+        s.nr_indirect_pages = 0;
+        s.nr_copies = 0;
         let direct = self.end_direct(mem, id).err();
         let mut released = Released {
             still_mapped: direct,

@@ -124,8 +124,9 @@ impl<S: Storage> PreGranted<S> {
     /// [merged](crate::mapping::merged)), the host simulator's and the fuzz
     /// target's: one grant loop for all three.
     ///
-    /// Out of line so that tools/testing/bench/datapath-instructions.sh
-    /// counts it apart from the caller.
+    /// Out of line: one of the measurement boundaries of the data path's
+    /// instruction count (granting a request's pages, counted as one
+    /// function apart from the block glue that walks them).
     #[inline(never)]
     pub fn grant_pieces<M: Memory, E>(
         &mut self,
@@ -253,10 +254,11 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         for (g, gref) in dst.iter_mut().zip(pre.grefs()) {
             *g = gref;
         }
-        slot.direct = nr;
+        slot.nr_direct_grants = nr;
         pre.nr = 0;
-        self.direct.granted = self.direct.granted.wrapping_add(u64::from(nr));
-        self.direct.in_use = self.direct.in_use.wrapping_add(nr);
+        self.direct_grant_stats.granted =
+            self.direct_grant_stats.granted.wrapping_add(u64::from(nr));
+        self.direct_grant_stats.in_use = self.direct_grant_stats.in_use.wrapping_add(nr);
         // The descriptors trade places with the data path's scratch (same
         // size, checked above), where the encoders take them from: no copy.
         core::mem::swap(&mut self.desc, &mut pre.desc);
@@ -280,7 +282,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         let Some(s) = self.slots.as_mut().get_mut(id) else {
             return Ok(());
         };
-        let n = s.direct as usize;
+        let n = s.nr_direct_grants as usize;
         let grefs = self.grefs.as_mut().get_mut(id * wire..).unwrap_or(&mut []);
         let mut still_mapped = None;
         let mut ended = 0u32;
@@ -296,10 +298,13 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
             }
         }
         if still_mapped.is_none() {
-            s.direct = 0;
+            s.nr_direct_grants = 0;
         }
-        self.direct.revoked = self.direct.revoked.wrapping_add(u64::from(ended));
-        self.direct.in_use = self.direct.in_use.wrapping_sub(ended);
+        self.direct_grant_stats.revoked = self
+            .direct_grant_stats
+            .revoked
+            .wrapping_add(u64::from(ended));
+        self.direct_grant_stats.in_use = self.direct_grant_stats.in_use.wrapping_sub(ended);
         still_mapped.map_or(Ok(()), Err)
     }
 
@@ -312,7 +317,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         let Some(s) = self.slots.as_mut().get_mut(id) else {
             return;
         };
-        let n = core::mem::take(&mut s.direct) as usize;
+        let n = core::mem::take(&mut s.nr_direct_grants) as usize;
         let grefs = self.grefs.as_mut().get_mut(id * wire..).unwrap_or(&mut []);
         let mut deferred = 0u32;
         for g in grefs.iter_mut().take(n) {
@@ -322,9 +327,15 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
                 deferred += 1;
             }
         }
-        self.direct.revoked = self.direct.revoked.wrapping_add(u64::from(deferred));
-        self.direct.deferred = self.direct.deferred.wrapping_add(u64::from(deferred));
-        self.direct.in_use = self.direct.in_use.wrapping_sub(deferred);
+        self.direct_grant_stats.revoked = self
+            .direct_grant_stats
+            .revoked
+            .wrapping_add(u64::from(deferred));
+        self.direct_grant_stats.deferred = self
+            .direct_grant_stats
+            .deferred
+            .wrapping_add(u64::from(deferred));
+        self.direct_grant_stats.in_use = self.direct_grant_stats.in_use.wrapping_sub(deferred);
     }
 }
 

@@ -89,7 +89,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
 
     fn prepare_flush(&mut self, entry: &mut RingEntryBytes) -> Result<u32, QueueError> {
         let Some(kind) = self.n.flush else {
-            return Err(QueueError::Nothing);
+            return Err(QueueError::CompleteWithoutSending);
         };
         let barrier = kind == FlushKind::Barrier;
         let op = if barrier {
@@ -293,8 +293,8 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
             }
             Ok(())
         })();
-        slot.grants = granted;
-        slot.copies = to_copy_back;
+        slot.nr_pool_grants = granted;
+        slot.nr_copies = to_copy_back;
         if copied != 0 {
             let _ = pool.account_copy(copied);
         }
@@ -347,7 +347,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
                 .as_mut()
                 .get_mut(idu * ind + p)
                 .ok_or(QueueError::Io)? = g.handle;
-            s.indirect += 1;
+            s.nr_indirect_pages += 1;
             *self
                 .indirect_grefs
                 .as_mut()

@@ -63,7 +63,7 @@ pub enum FrontError {
     Io,
     /// Completed without reaching the backend (flush without a flush
     /// feature).
-    Nothing,
+    CompleteWithoutSending,
     /// Not supported (a discard without the backend's discard feature).
     NotSupp,
     /// The backend broke the protocol: the ring is disabled and every
@@ -233,7 +233,7 @@ impl Frontend {
             }
             Err((_, QueueError::Busy)) => Err(FrontError::Busy),
             Err((_, QueueError::Io)) => Err(FrontError::Io),
-            Err((_, QueueError::Nothing)) => Err(FrontError::Nothing),
+            Err((_, QueueError::CompleteWithoutSending)) => Err(FrontError::CompleteWithoutSending),
             Err((_, QueueError::NotSupp)) => Err(FrontError::NotSupp),
         }
     }
@@ -264,7 +264,7 @@ impl Frontend {
                 done.push(Done { tag, status })
             });
         match r {
-            Drained::Some | Drained::Nothing => Ok(done),
+            Drained::Responses | Drained::NonePending => Ok(done),
             Drained::Broken { fault, .. } => {
                 self.broken = Some(fault);
                 Err((FrontError::Broken(fault), done))

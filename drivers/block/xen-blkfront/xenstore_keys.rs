@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! xenstore glue: a snapshot of a directory's keys as a
-//! `blkcore::xenstore::KeyedValues`, and the frontend keys we write.
+//! The xenstore keys the frontend reads: which ones (the backend's that
+//! `blkcore::negotiate` reads, and our own), a snapshot of them as a
+//! `blkcore::xenstore::KeyedValues`, and the handle in our nodename.
 
 use kernel::{
     prelude::*,
@@ -100,14 +101,4 @@ pub(crate) fn handle_from_nodename(nodename: &[u8]) -> Option<u16> {
     let s = core::str::from_utf8(last).ok()?;
     let [lo, hi, _, _] = crate::blkcore::xenstore::parse_u32(s).ok()?.to_le_bytes();
     Some(u16::from_le_bytes([lo, hi]))
-}
-
-/// Shows a `core::fmt::Display` value (e.g. a `blkcore` error) with the
-/// kernel's formatting macros.
-pub(crate) struct Show<'a, T>(pub(crate) &'a T);
-
-impl<T: core::fmt::Display> kernel::fmt::Display for Show<'_, T> {
-    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
-        core::fmt::Display::fmt(self.0, f)
-    }
 }

@@ -93,13 +93,13 @@ special() {
         late-write-after-response | late-write-cached | late-write-bounce | late-write-persistent)
             # 96 blocks: the backend strikes during the writes, so the first
             # read is the one it answers with its pages (or bounce frames,
-            # or persistent frames) still mapped and writes 3 s later; 6 s
+            # or persistent frames) still mapped and writes 3 s later; 4 s
             # outlasts that. Bounded: a driver that never ends that read
             # leaves the program blocked in it (its line comes at its end:
             # none yet).
             # late-write-cached reads through the page cache (dropped
             # first) and reads again from it after the wait.
-            bounded 60 late-write-check $([ $s = late-write-cached ] && echo --cached) /dev/$US_DISK 96 6 > /tmp/lw.out 2>&1; rc=$?
+            bounded 60 late-write-check $([ $s = late-write-cached ] && echo --cached) /dev/$US_DISK 96 4 > /tmp/lw.out 2>&1; rc=$?
             SPECIAL=$(head -1 /tmp/lw.out)
             SPECIAL=${SPECIAL:-late-write-check still running after 60 s}
             [ $who = ours ] && check "$s: no buffer ours handed back changes after completion ($SPECIAL)" [ $rc = 0 ] ;;

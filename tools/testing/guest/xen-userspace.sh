@@ -4,7 +4,8 @@
 # ours) probes it, passes fio crc32c verify at QD32 and QD1, has its
 # flushes reach the backend, shows the backend's VDISK_REMOVABLE, and lets
 # the vbd detach and the module unload.
-# GUEST_ENV: US_VERIFY_SIZE (fio --size at QD32, default 256M).
+# GUEST_ENV: US_VERIFY_SIZE (fio --size at QD32 for ours, default 256M;
+# C's run is the backend's baseline: 16M at both depths).
 . /guest/common.sh
 SIZE=${US_VERIFY_SIZE:-256M}
 run_driver() { # MODULE_FILE MODULE XENBUS_DRIVER WHO
@@ -32,7 +33,7 @@ use_disk() { # WHO
     check "$who: xvdb's backend is blkif-backend's node ($be)" sh -c "echo '$be' | grep -q '/backend/vbd-user/'"
     expect_eq "$who: VDISK_REMOVABLE: /sys/block/xvdb/removable" "$(cat /sys/block/xvdb/removable)" 1
     echo "LIMITS $who: $(for a in max_segments max_hw_sectors_kb logical_block_size physical_block_size write_cache; do printf '%s=%s ' $a "$(q xvdb $a)"; done)"
-    fio_verify "$who" xvdb "$SIZE" 32
+    fio_verify "$who" xvdb "$([ "$who" = ours ] && echo "$SIZE" || echo 16M)" 32
     fio_verify "$who" xvdb 16M 1
     f0=$(us_stats flushes)
     dsync_writes xvdb 16 0 > /dev/null 2>&1

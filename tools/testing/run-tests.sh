@@ -144,8 +144,8 @@ if [ "$mode" != --host-only ]; then
         # both ran 3 to 5 times slower (a guest spinlock's holder
         # descheduled), so no two Xen suites share a stage. The benchmark
         # smoke asserts no figure, so it need not have the machine alone:
-        # its Xen boots close lane 2 (after suite 35's, while lane 1 runs
-        # single-threaded QEMUs), its virtio boots lane 1. A Xen boot is
+        # its Xen boots, then its virtio boots, close lane 2 (after suite
+        # 35's, while lane 1 runs single-threaded QEMUs). A Xen boot is
         # best alone: beside single-threaded QEMUs the debug Xen boot took
         # 19 minutes, against 10.9 with the machine mostly to itself. Stage
         # 1 (measured: suites 60+65 6.4 min, 10 6.0, 30 8.6, 35

@@ -143,10 +143,8 @@ impl Conn {
     /// The backend connected and `disk` was made and added for it:
     /// Connected.
     pub(crate) fn connected(&mut self, negotiated: Negotiated, limits: QueueLimits, disk: Disk) {
-        self.negotiated = Some(negotiated);
-        self.limits = Some(limits);
         self.disk = Some(disk);
-        self.phase = Phase::Connected;
+        self.reconnected(negotiated, limits);
     }
 
     /// A new backend connected under the live disk, whose queue limits are

@@ -18,6 +18,12 @@ start=$(date +%s)
 record() { echo "$1 $2" >> "$RESULTS"; }
 
 bash "$REPO/tools/testing/setup-host.sh" || die "host setup failed"
+# A clone without a target/ builds its crates' dependencies once, in the
+# cache, not on every run (a clean clone: 64 s of cargo test's 72, against
+# 23 with them cached). A checkout with its own target/ keeps it.
+if [ ! -e "$REPO/target" ]; then
+    mkdir -p "$CACHE/cargo-target" && ln -s "$CACHE/cargo-target" "$REPO/target"
+fi
 
 # ---- host: cargo test over the workspace --------------------------------
 log "cargo test (blkcore, simulator)"

@@ -5,8 +5,9 @@
 #        (logical 512 or 4096)
 # Optional GUEST_ENV: EXPECT_VDA_SEGS (vda max_segments), EXPECT_ROTA.
 # Checks: KUnit suite, limits in sysfs, data integrity (dd + fio verify),
-# flush, discard, write-zeroes, batching counters, clean rmmod, and a
-# baseline run with the C driver for comparison.
+# flush, discard, write-zeroes, batching counters, clean rmmod, and the
+# C driver's limits, geometry and cache type beside ours. No throughput:
+# that is the benchmark's (tools/testing/bench/seeds.sh --exp virtio).
 # Environment (optional): VBLK_PARAMS (module parameters for insmod).
 . /guest/common.sh
 
@@ -17,18 +18,6 @@ if [ -n "$FIO" ] && ! $FIO --thread --name=probe --filename=/tmp/fio.probe --siz
     FIO=
 fi
 
-# now: seconds since boot with centiseconds.
-now() { cut -d' ' -f1 /proc/uptime; }
-# ddrate LABEL BYTES DD-ARGS...: runs dd (moving BYTES), prints MB/s.
-# (busybox dd prints no byte count.)
-ddrate() {
-    local label=$1 bytes=$2 t0 t1; shift 2
-    t0=$(now)
-    dd "$@" 2>/tmp/dd.err || { cat /tmp/dd.err; not_ok "dd $label"; return; }
-    t1=$(now)
-    awk -v l="$label" -v b="$bytes" -v a="$t0" -v z="$t1" 'BEGIN { d = z - a; if (d <= 0) d = 0.01; printf "DD %s: %d bytes in %.2f s = %.1f MB/s\n", l, b, d, b / d / 1e6 }'
-    ok "dd $label"
-}
 # par N CMD...: runs N copies of CMD (with $i = copy index) in parallel, waits.
 par() {
     local n=$1 i; shift
@@ -73,28 +62,10 @@ save_limits() { # dev
     echo "ro $(cat /sys/block/$1/ro)"
 }
 
-# throughput c|rs: the same dd and fio jobs for either driver on vda, for
-# the record (MB/s lines; each run must succeed). VIRTIO_IO_PERF=0 (the
-# debug boot, where KASAN's numbers mean nothing: these runs were 5 of its
-# 7 minutes) leaves them out.
-PERF=${VIRTIO_IO_PERF:-1}
-throughput() {
-    ddrate $1-4k-qd1 12288000 if=/dev/vda of=/dev/null bs=4k count=3000 iflag=direct
-    ddrate $1-seq1m 134217728 if=/dev/vda of=/dev/null bs=1M count=128 iflag=direct
-    ddrate $1-write1m 67108864 if=/dev/zero of=/dev/vda bs=1M count=64 oflag=direct
-    fio_run $1-randrw --filename=/dev/vda --direct=1 --rw=randrw --bs=4k --size=32M \
-        --ioengine=psync --iodepth=1 --runtime=10 --time_based
-    fio_run $1-seqread --filename=/dev/vda --direct=1 --rw=read --bs=1M --size=32M \
-        --ioengine=libaio --iodepth=8 --runtime=10 --time_based
-    # Buffered reads: readahead plugs several requests per dispatch.
-    echo 3 > /proc/sys/vm/drop_caches
-    ddrate $1-buffered-read 134217728 if=/dev/vda of=/dev/null bs=1M count=128
-}
-
 # cache_type DEV: "<mode> <permissions>" of /sys/block/DEV/cache_type.
 cache_type_of() { echo "$(cat /sys/block/$1/cache_type) $(stat -c %a /sys/block/$1/cache_type)"; }
 c_baseline() {
-    # The C driver, same disks, same jobs: numbers for the side-by-side.
+    # The C driver on the same disks: what ours must report alike.
     # virtio-guest.sh copies it from the kernel tree when it was built.
     if [ ! -f /lib/modules/virtio_blk.ko ]; then
         ok "C baseline # SKIP no /lib/modules/virtio_blk.ko in this guest"
@@ -106,7 +77,6 @@ c_baseline() {
         echo "C-GEOMETRY vda: $(cat /tmp/c-geo)"
         for m in /sys/block/vda/mq/*; do echo "C-MQ vda hctx $(basename $m): cpus $(cat $m/cpu_list)"; done
         cache_type_of vda > /tmp/c-cache-type
-        [ "$PERF" = 1 ] && throughput c
         check "rmmod virtio_blk (C)" rmmod virtio_blk
     fi
 }
@@ -223,7 +193,6 @@ fi
 check "vda: write-zeroes range reads back as zeroes" zeros vda 120 4
 if zeros vda 116 4; then not_ok "vda: data before the zeroed range intact"; else ok "vda: data before the zeroed range intact"; fi
 
-[ "$PERF" = 1 ] && throughput rs
 # Batching: 8 parallel direct readers.
 # Each reader's 2000 KiB region is written first; every reader must exit 0
 # and return exactly that.

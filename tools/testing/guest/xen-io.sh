@@ -58,18 +58,10 @@ dd_verify() {
     expect_eq "$name" "$(md5sum < /tmp/b.$at | cut -d' ' -f1)" "$(md5sum < /tmp/p.$at | cut -d' ' -f1)"
     rm -f /tmp/p.$at /tmp/b.$at
 }
-# perf_dd LABEL DD-ARGS...: prints "PERF dd LABEL: N MB/s" (64 MiB moved).
-perf_dd() {
-    local label=$1 t0 t1; shift
-    t0=$(cut -d' ' -f1 /proc/uptime)
-    dd "$@" 2>/dev/null
-    t1=$(cut -d' ' -f1 /proc/uptime)
-    echo "PERF dd $label 1M qd1: $(awk -v a=$t0 -v b=$t1 'BEGIN { printf "%.1f MB/s (%.2f s)", 64 / (b - a + 0.001), b - a }')"
-}
 FIO=$(command -v fio)
 # fio is in every domU (xen-guest.sh copies the host's, which setup-host.sh
-# installs): missing or unusable is a failure, and the dd fallback below
-# only keeps the throughput lines.
+# installs): missing or unusable is a failure. No throughput here: that is
+# the benchmark's (tools/testing/bench/seeds.sh).
 if [ -z "$FIO" ] || ! fio --thread --name=probe --filename=/tmp/fio.probe --size=64k --rw=write >/dev/null 2>&1; then
     not_ok "fio usable in the domU (missing, or no SysV IPC in this kernel?): dd checks only"
     FIO=
@@ -104,17 +96,6 @@ if [ -n "$FIO" ]; then
     fio_ok "fio verify bs=64k, buffers offset 512" --name=unal --filename=/dev/$D --direct=1 \
         --ioengine=psync --rw=write --bs=64k --size=4M --offset=64M --iomem_align=512 \
         --verify=md5 --do_verify=1 --verify_fatal=1
-    # Throughput for the record (no check).
-    for rw in read write; do
-        fio --thread --name=seq$rw --filename=/dev/$D --direct=1 --ioengine=libaio --iodepth=16 --rw=$rw \
-            --bs=128k --size=64M --runtime=5 --time_based 2>&1 | grep -E "^ *(READ|WRITE):" | sed "s/^ */PERF seq$rw 128k qd16: /"
-        fio --thread --name=rand$rw --filename=/dev/$D --direct=1 --ioengine=libaio --iodepth=16 --rw=rand$rw \
-            --bs=4k --size=64M --runtime=5 --time_based 2>&1 | grep -E "^ *(READ|WRITE):" | sed "s/^ */PERF rand$rw 4k qd16: /"
-    done
-else
-    # Throughput with dd (qd 1), for the record (TCG: compare ratios only).
-    perf_dd write if=/dev/zero of=/dev/$D bs=1M count=64 seek=128 oflag=direct
-    perf_dd read if=/dev/$D of=/dev/null bs=1M count=64 skip=128 iflag=direct
 fi
 # Discard follows the backend's feature-discard (blkback writes it, 0 or 1,
 # at every connect). blkif makes discard a hint ("does not guarantee that

@@ -29,8 +29,9 @@ const CLOSING: u32 = 5;
 const CLOSED: u32 = 6;
 
 /// How long a detach waits for the frontend to close before it removes
-/// the vbd anyway (as `xl block-detach --force` would).
-const CLOSE_WAIT: Duration = Duration::from_secs(15);
+/// the vbd anyway (as `xl block-detach --force` would): libxl's own wait
+/// (`LIBXL_DESTROY_TIMEOUT`).
+const CLOSE_WAIT: Duration = Duration::from_secs(10);
 
 /// stall-connected: how long the backend's nodes stay (Connected) after
 /// the frontend's node was removed, before the backend leaves: the

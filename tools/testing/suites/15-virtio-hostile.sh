@@ -42,7 +42,7 @@ debug_suite virtio
 scenarios=${HOSTILE_DEBUG_SCENARIOS:-used-id-out-of-range,stall}
 [ "$scenarios" = all ] && scenarios=$all
 GUEST_ENV="SCRIPTS=debug-start,virtio-hostile,debug-report HOSTILE_SCENARIOS=$scenarios HOSTILE_EXPECT=$declared HOSTILE_WHO=ours" \
-    KDIR=$KDBG KO_DIR=$KO KERNEL_APPEND="kmemleak=on log_buf_len=4M" \
+    KDIR=$KDBG KO_DIR=$KO KERNEL_APPEND=$DEBUG_VIRTIO_APPEND \
     VHOST_USER=1 bash "$T/virtio-guest.sh" -l debug-virtio-hostile -t 1500 "$T/guest/multi.sh"
 fired debug-virtio-hostile "$scenarios"
 exit 0

@@ -19,7 +19,7 @@ T=$(cd "$(dirname "$0")/.." && pwd)
 . "$T/lib.sh"
 debug_suite virtio
 GUEST_ENV="SCRIPTS=debug-start,virtio-chained-sg,virtio-io,fio-verify,virtio-unplug,debug-report CHAIN_DISK=vdc VERIFY_MOD=virtio_blk_rs VERIFY_DISK=vdb VERIFY_SIZE=64M" \
-    KDIR=$KDBG KO_DIR=$KO KERNEL_APPEND="kmemleak=on log_buf_len=4M" \
+    KDIR=$KDBG KO_DIR=$KO KERNEL_APPEND=$DEBUG_VIRTIO_APPEND \
     bash "$T/virtio-guest.sh" -l debug-virtio -t 1500 \
     -d '256M,num-queues=1,queue-size=128' \
     -d '256M,logical_block_size=512,physical_block_size=4096,min_io_size=4096,opt_io_size=1048576,num-queues=2,queue-size=256' \

@@ -145,31 +145,23 @@ if [ "$mode" != --host-only ]; then
         # lanes of the one before are done. A QEMU with one host thread
         # (QEMU_LINUX in lib.sh: the virtio boots, Debian's kernel) leaves
         # the other core to the other lane. A Xen boot runs two host threads
-        # (multi-threaded TCG; one thread crashes a PVH domU): beside one
-        # single-threaded QEMU it slows a little, beside another Xen boot
-        # both ran 3 to 5 times slower (a guest spinlock's holder
-        # descheduled), so no two Xen suites share a stage. The benchmark
-        # smoke asserts no figure, so it need not have the machine alone:
-        # its Xen boots, then its virtio boots, close lane 2 (after suite
-        # 35's, while lane 1 runs single-threaded QEMUs). A Xen boot is
-        # best alone: beside single-threaded QEMUs the debug Xen boot took
-        # 19 minutes, against 10.9 with the machine mostly to itself. Stage
-        # 1 (measured: suites 60+65 6.4 min, 10 6.0, 30 8.6, 35
-        # 10.9): the Debian suites (one Xen boot each, at their ends; 65
-        # deploys what 60 built) and suite 10 in one lane, the debug virtio
-        # boots and then the debug Xen boot in the other, which starts when
-        # only suite 10's single-threaded boots are left beside it; the
-        # hostile virtio device's boots (suite 15, 8.5 min) close lane 1,
-        # which had that much slack (beside suite 20 in stage 2 they made
-        # its Xen boots 4.5 minutes slower), and so does the debug
-        # kernel's reset boot (suite 32, 2.8 min, once a boot of suite 30);
-        # the benchmark smoke's virtio boots (suite 55, 1.6 min) close lane
-        # 2 (measured: lane 1 to the end of suite 32 25.9 min, lane 2 to
-        # the end of suite 50 25.6). Stage 2: suite 20 alone (the
-        # smoke had a third stage of its own: 5.5 minutes).
+        # (multi-threaded TCG; one thread crashes a PVH domU), about 1.1
+        # cores on average: beside a single-threaded QEMU it ran a third
+        # slower (215 s against 160 alone), beside another Xen boot both ran
+        # 3 to 5 times slower (a guest spinlock's holder descheduled), so
+        # no two Xen boots run at once. Stage 1: lane 1 the Debian suites
+        # (one Xen boot each, at their ends; 65 deploys what 60 built), then
+        # the virtio suites 10 and 15 and the debug kernel's reset boot
+        # (32); lane 2 the debug virtio boots (30), the benchmark smoke's
+        # virtio boots (55: after them suite 35's Xen boot starts when 65's
+        # are done), the debug Xen boot (35) and the benchmark smoke's Xen
+        # boots (50: it asserts no figure, so it need not have the machine
+        # alone). Measured: lane 1 60+65 8.4 min, 10 5.5, 15 6.6, 32 2.5:
+        # 23.0; lane 2 30 6.4, 35 10.4, 50 4.2, 55 1.9: 22.9. Stage 2: suite
+        # 20 (six Xen boots, 18.4 min) alone.
         # Every suite is in exactly one stage (a new one fails loudly).
         stages=(
-            "60-debian-stock.sh 65-debian-deploy.sh 10-virtio.sh 15-virtio-hostile.sh 32-debug-virtio-reset.sh | 30-debug-virtio.sh 35-debug-xen.sh 50-bench-smoke.sh 55-bench-smoke-virtio.sh"
+            "60-debian-stock.sh 65-debian-deploy.sh 10-virtio.sh 15-virtio-hostile.sh 32-debug-virtio-reset.sh | 30-debug-virtio.sh 55-bench-smoke-virtio.sh 35-debug-xen.sh 50-bench-smoke.sh"
             "20-xen.sh"
         )
         staged=" ${stages[*]} "

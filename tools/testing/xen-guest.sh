@@ -5,7 +5,8 @@
 # running a guest check script as its /test.sh.
 #
 #   xen-guest.sh [-p FEATURE_PERSISTENT] [-b PHYS_BLOCK] [-m MIN_IO -o OPT_IO]
-#                [-s DISK_SIZE] [-n NDOMU] [-c VCPUS] [-g FRAMES] [-2] [-P] [-t TIMEOUT]
+#                [-s DISK_SIZE] [-n NDOMU] [-c VCPUS] [-g FRAMES] [-2 | -V NVBD] [-P]
+#                [-t TIMEOUT]
 #                [-l LABEL] SCRIPT
 #
 # -p 0|1   blkback's feature_persistent (default 1)
@@ -19,6 +20,9 @@
 #          their environment (running out of grants on purpose)
 # -2       give (the first) domU a second vbd, xvdb, on the same dom0 disk:
 #          two frontends side by side on one backing device (benchmarks)
+# -V N     give (the first) domU N vbds in all, xvda to xvdz at most, every
+#          one on that disk (-2 is -V 2); from the 17th (xvdq) on, libxl
+#          names a vbd by its extended id (1 << 28 | disk << 8)
 # -P       pin dom0's vCPU to physical CPU 0 and every domU vCPU to CPU 1
 #          (benchmarks: otherwise the Xen scheduler sometimes runs dom0 and
 #          the domU on one CPU, halving throughput for a while)
@@ -43,18 +47,19 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-persistent=1 phys=512 min_io= opt_io= size=512M timeout=600 label= ndomu=1 vcpus=1 twin=0 pin=0 frames=
-while getopts "p:b:m:o:s:n:c:g:2Pt:l:" o; do
+persistent=1 phys=512 min_io= opt_io= size=512M timeout=600 label= ndomu=1 vcpus=1 nvbd=1 pin=0 frames=
+while getopts "p:b:m:o:s:n:c:g:2V:Pt:l:" o; do
     case $o in
         p) persistent=$OPTARG ;; b) phys=$OPTARG ;; m) min_io=$OPTARG ;;
         o) opt_io=$OPTARG ;; s) size=$OPTARG ;; t) timeout=$OPTARG ;; l) label=$OPTARG ;;
-        n) ndomu=$OPTARG ;; c) vcpus=$OPTARG ;; g) frames=$OPTARG ;; 2) twin=1 ;; P) pin=1 ;;
-        *) die "usage: $0 [-p 0|1] [-b PHYS] [-m MIN -o OPT] [-s SIZE] [-n NDOMU] [-c VCPUS] [-g FRAMES] [-2] [-P] [-t SECS] [-l LABEL] SCRIPT" ;;
+        n) ndomu=$OPTARG ;; c) vcpus=$OPTARG ;; g) frames=$OPTARG ;; 2) nvbd=2 ;; V) nvbd=$OPTARG ;; P) pin=1 ;;
+        *) die "usage: $0 [-p 0|1] [-b PHYS] [-m MIN -o OPT] [-s SIZE] [-n NDOMU] [-c VCPUS] [-g FRAMES] [-2 | -V NVBD] [-P] [-t SECS] [-l LABEL] SCRIPT" ;;
     esac
 done
 shift $((OPTIND - 1))
 [[ $ndomu =~ ^[1-4]$ ]] || die "-n: 1 to 4 domUs"
 [[ -z $frames || $frames =~ ^[1-9][0-9]*$ ]] || die "-g: a number of grant frames"
+[[ $nvbd =~ ^[1-9][0-9]?$ ]] && ((nvbd <= 26)) || die "-V: 1 to 26 vbds"
 script=${1:?guest script}
 label=${label:-$(basename "$script" .sh)-p$persistent-b$phys}
 KDIR=${KDIR:-$(bash "$REPO/tools/testing/build-kernel.sh")}
@@ -162,9 +167,11 @@ for ((i = 1; i <= ndomu; i++)); do
             *) die "BACKEND=$BACKEND: blkback or qdisk" ;;
         esac
     fi
-    # The twin: xen-blkback opens the device without claiming it, and
-    # block-simple does no sharing check, so two vbds can share one disk.
-    ((i == 1 && twin)) && disks+=", 'format=raw, vdev=xvdb, access=rw, script=$vbd_script, target=/dev/${targets[0]}'"
+    # More vbds on the same disk: xen-blkback opens the device without
+    # claiming it, and block-simple does no sharing check.
+    for ((v = 1; i == 1 && v < nvbd; v++)); do
+        disks+=", 'format=raw, vdev=xvd$(printf "\\$(printf %o $((97 + v)))"), access=rw, script=$vbd_script, target=/dev/${targets[0]}'"
+    done
     cat > "$work/payload/$cfg" <<CFG
 type="$DOMU_TYPE"
 $([ "$DOMU_TYPE" = hvm ] && printf '%s\n' 'device_model_version="qemu-xen"' 'serial="pty"' 'vga="none"' 'vnc=0')

@@ -1,13 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! blkcore's data path instantiated with the kernel's mechanisms: the
-//! grant table and pages of `rust/xen` ([`Memory`]), `KVVec` buffers
-//! ([`Storage`]), the granted ring pages ([`SharedRing`]) and blk-mq
+//! grant table and pages of `rust/xen` ([`Memory`]), slab or vmalloc
+//! buffers ([`Storage`]), the granted ring pages ([`SharedRing`]) and blk-mq
 //! requests. Every decision about a request is `blkcore::datapath`'s, the
 //! code the host simulator and the fuzz targets also run.
 
 use kernel::{
-    alloc::KVVec,
+    alloc::{
+        AllocError,
+        KVec,
+        VVec, //
+    },
+    page::PAGE_SIZE,
     prelude::*,
     time::{
         Instant,
@@ -58,19 +63,53 @@ use crate::xen::{
 // A struct page is one Xen frame: `Memory::frame_in_page` below relies on it.
 const _: () = assert!(kernel::page::PAGE_SIZE == XEN_PAGE_SIZE as usize);
 
-/// A fixed-size buffer of the data path: `kvmalloc`ed, since the per-slot
-/// tables of a large ring exceed what `kmalloc` reliably gives.
-pub(crate) struct KBuf<T>(KVVec<T>);
+/// A fixed-size buffer of the data path: up to a page from the slab, a
+/// larger one (a ring's pool entries, copy records, bounce frame handles:
+/// tens of KiB each) from `vmalloc`, which takes whole pages. `kmalloc`
+/// (and so `kvmalloc`, which tries it first) hands a buffer over 8 KiB a
+/// power-of-two number of pages: 25 KiB of pool entries took 32.
+pub(crate) enum KBuf<T> {
+    /// Up to a page.
+    Slab(KVec<T>),
+    /// Over a page.
+    Pages(VVec<T>),
+}
+
+impl<T> KBuf<T> {
+    /// An empty buffer with room for `len` values.
+    pub(crate) fn with_capacity(len: usize) -> Result<Self, AllocError> {
+        if len.saturating_mul(core::mem::size_of::<T>()) <= PAGE_SIZE {
+            Ok(Self::Slab(KVec::with_capacity(len, GFP_KERNEL)?))
+        } else {
+            Ok(Self::Pages(VVec::with_capacity(len, GFP_KERNEL)?))
+        }
+    }
+
+    /// Appends `v` within the room given at creation (never reallocates).
+    pub(crate) fn push(&mut self, v: T) -> Result<(), AllocError> {
+        match self {
+            Self::Slab(b) => b.push_within_capacity(v),
+            Self::Pages(b) => b.push_within_capacity(v),
+        }
+        .map_err(|_| AllocError)
+    }
+}
 
 impl<T> AsRef<[T]> for KBuf<T> {
     fn as_ref(&self) -> &[T] {
-        &self.0
+        match self {
+            Self::Slab(b) => b,
+            Self::Pages(b) => b,
+        }
     }
 }
 
 impl<T> AsMut<[T]> for KBuf<T> {
     fn as_mut(&mut self) -> &mut [T] {
-        &mut self.0
+        match self {
+            Self::Slab(b) => b,
+            Self::Pages(b) => b,
+        }
     }
 }
 
@@ -82,11 +121,11 @@ impl Storage for KernelStorage {
     type Buf<T> = KBuf<T>;
 
     fn buf<T>(len: usize, mut f: impl FnMut() -> T) -> Result<KBuf<T>, OutOfMemory> {
-        let mut v = KVVec::with_capacity(len, GFP_KERNEL).map_err(|_| OutOfMemory)?;
+        let mut v = KBuf::with_capacity(len).map_err(|_| OutOfMemory)?;
         for _ in 0..len {
-            v.push_within_capacity(f()).map_err(|_| OutOfMemory)?;
+            v.push(f()).map_err(|_| OutOfMemory)?;
         }
-        Ok(KBuf(v))
+        Ok(v)
     }
 }
 
@@ -179,10 +218,8 @@ pub(crate) struct RingDataPath<Rq> {
     pub(crate) grant_table: GrantTable,
     /// The frames handed to the data path (bounce frames, or a placeholder
     /// and the slots' indirect pages); freed after `datapath` and
-    /// `grant_table`. With bounce frames about a megabyte of handles on a
-    /// large ring: a vmalloc fallback rather than one high-order
-    /// allocation.
-    _pages: KVVec<XenPage>,
+    /// `grant_table`.
+    _pages: KBuf<XenPage>,
     /// Start of the purge clock.
     epoch: Instant<Monotonic>,
 }
@@ -200,14 +237,14 @@ impl<Rq> RingDataPath<Rq> {
     ) -> Result<KBox<Self>> {
         let geo = Geometry::new(n, size, wire_max);
         let count = geo.frames(n.copy_data);
-        let mut pages = KVVec::with_capacity(count, GFP_KERNEL)?;
-        let mut frames = KVVec::with_capacity(count, GFP_KERNEL)?;
+        let mut pages = KBuf::with_capacity(count)?;
+        let mut frames = KBuf::with_capacity(count)?;
         for _ in 0..count {
             let p = XenPage::new()?;
-            frames.push(p.frame(), GFP_KERNEL)?;
-            pages.push(p, GFP_KERNEL)?;
+            frames.push(p.frame())?;
+            pages.push(p)?;
         }
-        let datapath = DataPath::new(n, geo, handle, &frames, 0).map_err(|_| ENOMEM)?;
+        let datapath = DataPath::new(n, geo, handle, frames.as_ref(), 0).map_err(|_| ENOMEM)?;
         Ok(KBox::new(
             RingDataPath {
                 datapath,

@@ -36,7 +36,8 @@ use crate::blkcore::{
     },
     naming::{
         self,
-        DiskName, //
+        DiskName,
+        XEN_PARTS_PER_EXT_DISK, //
     },
     negotiate::Negotiated, //
 };
@@ -322,28 +323,45 @@ pub(crate) use crate::blkcore::naming::XENVBD_MAJOR;
 /// xen-blkfront holds it: our disks then get dynamic numbers).
 pub(crate) static HAVE_XENVBD_MAJOR: AtomicBool = AtomicBool::new(false);
 
-/// Minors under [`XENVBD_MAJOR`] we hand out with fixed numbers: those of
-/// every non-extended `virtual-device` (xvd*, and sd*/hd* translated).
-/// Beyond it (extended ids) disks get dynamic numbers.
+/// The classic minors under [`XENVBD_MAJOR`]: those of every
+/// non-extended `virtual-device` (xvd*, and sd*/hd* translated). Extended
+/// ids (libxl's from the 17th disk on) take 256 minors each above them.
 const FIXED_MINORS: u32 = 4096;
 
-/// Minors in use (`xlbd_reserve_minors` upstream): two vbds that
+/// Classic minors in use (`xlbd_reserve_minors` upstream): two vbds that
 /// translate to the same minor must not both take it.
 static MINORS_IN_USE: [AtomicU64; (FIXED_MINORS / 64) as usize] =
     [const { AtomicU64::new(0) }; (FIXED_MINORS / 64) as usize];
 
+/// Extended disks in use, a bit per 256 minors: up to the 20 minor bits,
+/// 4096 disks (the first 16 bits stand for the classic range, unused).
+static EXT_DISKS_IN_USE: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
+
 /// A reserved range of minors, released on drop.
 pub(crate) struct Minors {
+    words: &'static [AtomicU64],
     first: u32,
     count: u32,
 }
 
 impl Minors {
-    /// Reserves `count` minors from `first`; they must lie in one 64-minor
-    /// word (true for upstream's ranges: 16 aligned to 16, or 1).
+    /// Reserves the `count` minors from `first` that [`xvd_minors`] gave:
+    /// classic ones in one 64-minor word (upstream's ranges: 16 aligned to
+    /// 16, or 1), or an extended disk's 256.
     pub(crate) fn reserve(first: u32, count: u32) -> Result<Self> {
-        match bitmap::reserve_range(&MINORS_IN_USE, first, count) {
-            Ok(()) => Ok(Self { first, count }),
+        let (words, first, count): (&'static [AtomicU64], u32, u32) = if first < FIXED_MINORS {
+            (&MINORS_IN_USE, first, count)
+        } else if count == XEN_PARTS_PER_EXT_DISK && first % count == 0 {
+            (&EXT_DISKS_IN_USE, first / count, 1)
+        } else {
+            return Err(EINVAL);
+        };
+        match bitmap::reserve_range(words, first, count) {
+            Ok(()) => Ok(Self {
+                words,
+                first,
+                count,
+            }),
             Err(RangeError::Busy) => Err(EBUSY),
             Err(RangeError::Invalid) => Err(EINVAL),
         }
@@ -352,15 +370,18 @@ impl Minors {
 
 impl Drop for Minors {
     fn drop(&mut self) {
-        bitmap::release_range(&MINORS_IN_USE, self.first, self.count);
+        bitmap::release_range(self.words, self.first, self.count);
     }
 }
 
 /// First minor and number of minors upstream gives the disk of `vdevice`
 /// under [`XENVBD_MAJOR`] (`xlvbd_alloc_gendisk`): a whole disk gets its
-/// partitions' minors too, a vbd that names a partition gets one.
+/// partitions' minors too (16, or 256 for an extended id), a vbd that
+/// names a partition of a classic disk gets one. `None`: dynamic numbers
+/// (a partition of an extended disk, an extended id in the classic range).
 pub(crate) fn xvd_minors(vdevice: u32) -> Option<(u32, u32)> {
     naming::xvd_minors(vdevice, FIXED_MINORS)
+        .or_else(|| naming::xvd_ext_minors(vdevice, FIXED_MINORS))
 }
 
 impl Disk {

@@ -215,7 +215,8 @@ mod tests {
         assert_eq!(xvd_minors(51728), Some((16, 16))); // xvdb
         assert_eq!(xvd_minors(51713), Some((1, 1))); // xvda1 as a disk
         assert_eq!(xvd_minors(0x800), Some((0, 16))); // sda
-        assert_eq!(xvd_minors((1 << 28) | 256), None); // extended: dynamic
+        assert_eq!(xvd_minors((1 << 28) | (16 << 8)), Some((4096, 256))); // xvdq
+        assert_eq!(xvd_minors((1 << 28) | 256), None); // extended, classic range: dynamic
         assert_eq!(xvd_minors(2 << 28), None);
         // The top of the fixed range, unused by the test guests' disks.
         let a = Minors::reserve(4064, 16)?;
@@ -225,7 +226,11 @@ mod tests {
         drop(a);
         let c = Minors::reserve(4070, 1)?;
         assert_eq!(Minors::reserve(4090, 16).err(), Some(EINVAL)); // past the range
-        drop((b, c));
+        // An extended disk's 256, far above the test guests' disks.
+        let d = Minors::reserve(4000 << 8, 256)?;
+        assert_eq!(Minors::reserve(4000 << 8, 256).err(), Some(EBUSY));
+        assert_eq!(Minors::reserve((4000 << 8) + 16, 256).err(), Some(EINVAL));
+        drop((b, c, d));
         Ok(())
     }
 

@@ -391,8 +391,9 @@ pub struct DataPath<S: Storage, F: Copy, Rq> {
     geo: Geometry,
     handle: u16,
     pool: GrantPool<F, S::Buf<PoolEntry<F>>>,
-    /// Frames given to [`DataPath::new`]: bounce frames, or a placeholder
-    /// and the slots' own indirect pages.
+    /// The frames the data path itself reads: a placeholder first, then
+    /// (without bounce frames) the slots' own indirect pages. The bounce
+    /// frames given to [`DataPath::new`] live in the pool's entries only.
     frames: S::Buf<F>,
     inflight: S::Buf<InFlight<MAX_RING>>,
     slots: S::Buf<Slot<Rq>>,

@@ -158,6 +158,25 @@ pub fn xvd_minors(vdevice: u32, fixed_minors: u32) -> Option<(u32, u32)> {
     (l.minor.checked_add(count)? <= fixed_minors && count <= 64).then_some((l.minor, count))
 }
 
+/// The minor bits of a device number (`MINORBITS`).
+const MINOR_BITS: u32 = 20;
+
+/// First minor and number of minors upstream gives the disk of an
+/// extended `vdevice` (libxl's ids from the 17th disk on, `1 << 28 |
+/// disk << 8`) under major 202: a whole disk's 256, when they lie above
+/// `fixed_minors` (the classic numbers' range) and within the minor bits;
+/// `None` otherwise, and for a vbd that names a partition (those get
+/// dynamic numbers).
+pub fn xvd_ext_minors(vdevice: u32, fixed_minors: u32) -> Option<(u32, u32)> {
+    if vdevice >> XEN_EXT_SHIFT != 1 {
+        return None;
+    }
+    let l = xen_vdev_layout(vdevice)?;
+    let end = l.minor.checked_add(l.parts)?;
+    (l.partition() == 0 && l.minor >= fixed_minors && end <= 1 << MINOR_BITS)
+        .then_some((l.minor, l.parts))
+}
+
 /// Why an HVM guest leaves a vbd to the emulated disk (upstream's
 /// `blkfront_probe` guards).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,7 +3,8 @@
 # GUEST_ENV; commas, since GUEST_ENV splits on spaces) names them, e.g.
 # SCRIPTS=xen-compare,xen-io,xen-mq. Each runs in its own shell; its check
 # lines are prefixed with its name, and its exit status is one more check.
-# Saves a boot per script (a Xen boot under TCG costs about a minute).
+# Saves a boot per script (a Xen boot under TCG costs about half a minute
+# before its first check).
 . /guest/common.sh
 [ -n "$SCRIPTS" ] || { not_ok "multi.sh: SCRIPTS names no check script"; exit 1; }
 : > /tmp/multi.out

@@ -1,8 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # xen_blkfront_rs on real Xen with Linux's xen-blkback and other backends,
-# in five boots (a Xen boot under TCG costs about a minute, so each runs
-# several check scripts):
+# in six boots (a Xen boot under TCG costs about half a minute before
+# its checks, so each runs several check scripts):
 #  A: persistent grants, 4K physical sectors with io sizes published by the
 #     hotplug script, 2 vCPUs / 2 rings: the C xen-blkfront first (its limits
 #     recorded beside ours; O_DSYNC durability counted by blkback in dom0 for
@@ -38,6 +38,11 @@ GUEST_ENV="SCRIPTS=xen-io,fio-verify,xen-indirect-limits,xen-untrusted,xen-resiz
 # 256 indirect segments each: both disks at once run out of grants, every
 # request still completes (C driver first, same workload).
 bash "$T/xen-guest.sh" -l xen-grants -p 1 -g 4 -c 2 -2 -s 256M -t 900 "$T/guest/xen-grants.sh"
+# H: 18 vbds on one dom0 disk, C then ours: every vbd a disk, the 17th
+# and 18th (xvdq, xvdr) by libxl's extended ids; names, device numbers
+# and where each disk's block lands as with the C driver. No persistent
+# grants: no bounce frames to allocate 18 times.
+GUEST_ENV="XEN_VBDS=18" bash "$T/xen-guest.sh" -l xen-many-vbds -p 0 -V 18 -s 256M -t 600 "$T/guest/xen-many-vbds.sh"
 # No PVH boot of the test kernel here: suite 35-debug-xen's boot is a PVH
 # domU running its checks (fio verify, upstream's HVM guards, and more) with
 # the same module source, and one more Xen boot would bring a slow machine's

@@ -12,8 +12,8 @@
 # The boot starts with guest/debug-start.sh (the checkers are on) and ends
 # with guest/debug-report.sh: any KASAN, lockdep, sleep-in-atomic,
 # debugobjects or kmemleak report fails the run with its first lines.
-# run-tests.sh runs it beside suites 60, 65 and 10, then 35-debug-xen.sh
-# (the Xen half of the debug kernel's checks).
+# run-tests.sh runs it beside suites 60 and 65; 35-debug-xen.sh is the
+# Xen half of the debug kernel's checks.
 set -uo pipefail
 T=$(cd "$(dirname "$0")/.." && pwd)
 . "$T/lib.sh"

@@ -42,9 +42,10 @@
 # The boot starts with guest/debug-start.sh and ends with
 # guest/debug-report.sh: any KASAN, lockdep, sleep-in-atomic, debugobjects
 # or kmemleak report fails the run with its first lines.
-# run-tests.sh runs this suite after 30-debug-virtio, beside the end of
-# suite 10 (one host thread). Never beside another Xen boot: two of them (two host threads each) on two cores made each 3 to 5
-# times slower (guest spinlocks whose holder is descheduled).
+# run-tests.sh runs this suite after 30 and 55, beside suites 10 and 15
+# (one host thread each), once 65's Xen boots are done. Never beside
+# another Xen boot: two of them (two host threads each) on two cores made
+# each 3 to 5 times slower (guest spinlocks whose holder is descheduled).
 set -uo pipefail
 T=$(cd "$(dirname "$0")/.." && pwd)
 . "$T/lib.sh"

@@ -74,8 +74,12 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         })?;
         let pool =
             GrantPool::new(entries, GrantMode::from_negotiated(n)).map_err(|_| OutOfMemory)?;
+        // With bounce frames only the placeholder is read from here (the
+        // pool's entries hold the rest): a second list of a thousand
+        // frames per ring would be memory for nothing.
+        let kept = if n.copy_data { 1 } else { frames.len() };
         let mut j = 0usize;
-        let frames = S::buf(frames.len(), || {
+        let frames = S::buf(kept, || {
             let f = frames.get(j).copied().unwrap_or(placeholder);
             j += 1;
             f
@@ -121,5 +125,38 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
             stats: RingStats::default(),
             responses_at_timeout: 0,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::VecStorage;
+
+    extern crate alloc;
+
+    /// (frames given, frames the data path keeps) for negotiation byte `a`
+    /// (32 indirect segments, one ring page).
+    fn frames_kept(a: u8) -> (usize, usize) {
+        let n = crate::fuzz::datapath::negotiated(a, 0);
+        let geo = Geometry::new(&n, 32, 64);
+        let given = alloc::vec![7u32; geo.frames(n.copy_data)];
+        let dp = DataPath::<VecStorage, u32, u32>::new(&n, geo, 0, &given, 0).unwrap();
+        (given.len(), dp.frames.len())
+    }
+
+    #[test]
+    fn bounce_frames_are_kept_once_in_the_pool_only() {
+        // Persistent grants, 32 indirect segments: 32 slots' bounce frames.
+        let (given, kept) = frames_kept(0b11);
+        assert!(given > 1000, "{given} bounce frames");
+        assert_eq!(kept, 1);
+    }
+
+    #[test]
+    fn own_indirect_pages_are_kept_without_bounce_frames() {
+        let (given, kept) = frames_kept(0b10);
+        assert!(given > 1);
+        assert_eq!(kept, given);
     }
 }

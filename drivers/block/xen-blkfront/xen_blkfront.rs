@@ -226,6 +226,7 @@ mod tests {
         drop(a);
         let c = Minors::reserve(4070, 1)?;
         assert_eq!(Minors::reserve(4090, 16).err(), Some(EINVAL)); // past the range
+
         // An extended disk's 256, far above the test guests' disks.
         let d = Minors::reserve(4000 << 8, 256)?;
         assert_eq!(Minors::reserve(4000 << 8, 256).err(), Some(EBUSY));

@@ -125,14 +125,23 @@ fn hvm_guards_follow_upstream() {
 #[test]
 fn xvd_ext_minors_like_upstream() {
     // xvdq and xvdr as libxl numbers them: 202:4096 and 202:4352, 256 each.
-    assert_eq!(xvd_ext_minors((1 << 28) | (16 << 8), 4096), Some((4096, 256)));
-    assert_eq!(xvd_ext_minors((1 << 28) | (17 << 8), 4096), Some((4352, 256)));
+    assert_eq!(
+        xvd_ext_minors((1 << 28) | (16 << 8), 4096),
+        Some((4096, 256))
+    );
+    assert_eq!(
+        xvd_ext_minors((1 << 28) | (17 << 8), 4096),
+        Some((4352, 256))
+    );
     // A partition of an extended disk, classic numbers, below the fixed
     // range, past the minor bits, beyond the extended range: none.
     assert_eq!(xvd_ext_minors((1 << 28) | (16 << 8) | 1, 4096), None);
     assert_eq!(xvd_ext_minors(51712, 4096), None);
     assert_eq!(xvd_ext_minors((1 << 28) | (3 << 8), 4096), None);
-    assert_eq!(xvd_ext_minors((1 << 28) | (4095 << 8), 4096), Some((4095 << 8, 256)));
+    assert_eq!(
+        xvd_ext_minors((1 << 28) | (4095 << 8), 4096),
+        Some((4095 << 8, 256))
+    );
     assert_eq!(xvd_ext_minors((1 << 28) | (4096 << 8), 4096), None);
     assert_eq!(xvd_ext_minors(2 << 28, 4096), None);
 }

@@ -20,9 +20,10 @@
 #          their environment (running out of grants on purpose)
 # -2       give (the first) domU a second vbd, xvdb, on the same dom0 disk:
 #          two frontends side by side on one backing device (benchmarks)
-# -V N     give (the first) domU N vbds in all, xvda to xvdz at most, every
-#          one on that disk (-2 is -V 2); from the 17th (xvdq) on, libxl
-#          names a vbd by its extended id (1 << 28 | disk << 8)
+# -V N     give (the first) domU N vbds in all (at most 32: xvda to xvdz,
+#          then xvdaa to xvdaf), every one on that disk (-2 is -V 2); from
+#          the 17th (xvdq) on, libxl names a vbd by its extended id
+#          (1 << 28 | disk << 8)
 # -P       pin dom0's vCPU to physical CPU 0 and every domU vCPU to CPU 1
 #          (benchmarks: otherwise the Xen scheduler sometimes runs dom0 and
 #          the domU on one CPU, halving throughput for a while)
@@ -59,8 +60,15 @@ done
 shift $((OPTIND - 1))
 [[ $ndomu =~ ^[1-4]$ ]] || die "-n: 1 to 4 domUs"
 [[ -z $frames || $frames =~ ^[1-9][0-9]*$ ]] || die "-g: a number of grant frames"
-[[ $nvbd =~ ^[1-9][0-9]?$ ]] && ((nvbd <= 26)) || die "-V: 1 to 26 vbds"
+[[ $nvbd =~ ^[1-9][0-9]?$ ]] && ((nvbd <= 32)) || die "-V: 1 to 32 vbds"
 script=${1:?guest script}
+# xvd_name INDEX: the vdev of disk INDEX (0: xvda, 25: xvdz, 26: xvdaa),
+# as Linux and libxl name disks.
+xvd_name() {
+    local i=$1 s=
+    ((i >= 26)) && s=$(printf "\\$(printf %o $((96 + i / 26)))") i=$((i % 26))
+    echo "xvd$s$(printf "\\$(printf %o $((97 + i)))")"
+}
 label=${label:-$(basename "$script" .sh)-p$persistent-b$phys}
 KDIR=${KDIR:-$(bash "$REPO/tools/testing/build-kernel.sh")}
 KO_DIR=${KO_DIR:-$REPO}
@@ -170,7 +178,7 @@ for ((i = 1; i <= ndomu; i++)); do
     # More vbds on the same disk: xen-blkback opens the device without
     # claiming it, and block-simple does no sharing check.
     for ((v = 1; i == 1 && v < nvbd; v++)); do
-        disks+=", 'format=raw, vdev=xvd$(printf "\\$(printf %o $((97 + v)))"), access=rw, script=$vbd_script, target=/dev/${targets[0]}'"
+        disks+=", 'format=raw, vdev=$(xvd_name $v), access=rw, script=$vbd_script, target=/dev/${targets[0]}'"
     done
     cat > "$work/payload/$cfg" <<CFG
 type="$DOMU_TYPE"

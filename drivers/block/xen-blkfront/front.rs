@@ -48,7 +48,8 @@ use crate::xenstore_keys::{
     shown_path,
     Snapshot,
     BACKEND_KEYS,
-    FRONTEND_KEYS, //
+    FRONTEND_KEYS,
+    RING_KEYS, //
 };
 use live_disk::{
     apply_new_limits,
@@ -232,12 +233,16 @@ impl xenbus::Driver for Blkfront {
     }
 }
 
-/// The backend's and our own xenstore directory, read once per step.
-fn read_snapshots(dev: &Device) -> Result<(Snapshot, Snapshot), Reported> {
+/// `backend_keys` of the backend's directory and our own keys, read once
+/// per step.
+fn read_snapshots(
+    dev: &Device,
+    backend_keys: &[&'static str],
+) -> Result<(Snapshot, Snapshot), Reported> {
     let read = |dir: &CStr, keys| {
         Snapshot::read(dir, keys).or_fatal(dev, fmt!("reading {}", shown_path(dir)))
     };
-    let backend = read(dev.otherend(), BACKEND_KEYS)?;
+    let backend = read(dev.otherend(), backend_keys)?;
     let own = read(dev.nodename(), FRONTEND_KEYS)?;
     Ok((backend, own))
 }
@@ -259,7 +264,7 @@ fn params(dev: &Device, own: &Snapshot, conn: &Conn) -> Result<neg::FrontendPara
 /// Ring count and size for this connection (`negotiate_mq` and
 /// `max-ring-page-order` upstream).
 fn negotiate_rings(dev: &Device, conn: &Conn) -> Result<neg::RingLayout, Reported> {
-    let (backend, own) = read_snapshots(dev)?;
+    let (backend, own) = read_snapshots(dev, RING_KEYS)?;
     Ok(neg::negotiate_rings(&backend, &params(dev, &own, conn)?))
 }
 
@@ -372,7 +377,7 @@ impl Frontend {
     /// Negotiates with the backend, starts the rings published to it and
     /// connects the disk: a new one, or the live one after a restore.
     fn start_connection(&self, dev: &Device, conn: &mut Conn) -> Result<(), Reported> {
-        let (backend, own) = read_snapshots(dev)?;
+        let (backend, own) = read_snapshots(dev, BACKEND_KEYS)?;
         let n = neg::negotiate(&backend, &params(dev, &own, conn)?)
             .or_fatal(dev, fmt!("negotiating"))?;
         if let Some(first) = n.ignored.first {

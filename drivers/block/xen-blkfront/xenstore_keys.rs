@@ -48,6 +48,15 @@ pub(crate) const BACKEND_KEYS: &[&str] = &[
     neg::KEY_OPTIMAL_IO_SIZE,
 ];
 
+/// The backend keys `blkcore::negotiate::negotiate_rings` reads: all that
+/// InitWait needs. Each key is a xenstore round trip (a missing one too),
+/// and InitWait runs once per vbd in the one xenwatch thread, so the rest
+/// of [`BACKEND_KEYS`] waits for Connected, where they are read once.
+pub(crate) const RING_KEYS: &[&str] = &[
+    neg::KEY_MAX_RING_PAGE_ORDER,
+    neg::KEY_MULTI_QUEUE_MAX_QUEUES,
+];
+
 /// Keys `blkcore::negotiate` reads from the frontend's own directory.
 pub(crate) const FRONTEND_KEYS: &[&str] = &[neg::KEY_TRUSTED];
 

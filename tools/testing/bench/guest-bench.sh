@@ -15,6 +15,9 @@
 #            backend, xen-guest.sh with USERSPACE_BACKEND=1: its memory
 #            once up and after fio, REPS repetitions; its attach time,
 #            ATTACHREPS); "xmemory xattach" both;
+#            xscale (Xen, xen-guest.sh -V 32: memory and attach time of
+#            blkback vbds at XSCALE_POINTS (1 8 32), C, ours and ours
+#            again; XSCALE_REP: this boot's repetition number);
 #            calib; or compare and/or profile (one setup of both drivers
 #            serves both), calib first in that setup if named too ("calib
 #            compare profile": the smoke run's one boot for the three; C
@@ -819,8 +822,63 @@ exp_xattach() {
     done; done
 }
 
+# ------------------------------------------------------------ xscale ----
+# Memory and attach time of many blkback vbds (xen-guest.sh -V 32: every
+# vbd on one dom0 disk, persistent grants offered). The C driver binds a
+# blkback vbd once per boot and only as the first driver (see xattach);
+# ours binds again after it. So each boot runs C, ours, and ours again
+# (ours bound a second time: the A/A spread), each growing from 1 to 8 to
+# 32 vbds (XSCALE_POINTS) by writing the vbds' names to the driver's bind
+# file: at each point the milliseconds from the first bind to the last new
+# disk in /sys/block and a memory snapshot (mem_snap, against one taken
+# before insmod); at the last, fio over all the disks (4 KiB random reads
+# QD32, then 1 MiB writes QD8, RT s each) and one more snapshot. The
+# repetition is the boot (XSCALE_REP).
+xscale_vbds() { ls $xbus/devices | grep '^vbd-' | sort -t- -k2 -n; }
+nxvd() { ls /sys/block | grep -c '^xvd'; }
+nxvd_at_least() { [ "$(nxvd)" -ge "$1" ]; }
+exp_xscale() {
+    local drv ko mod dir vbds n base snap mkib prev k t0 ms v files rep=${XSCALE_REP:-1}
+    echo "BENCH-PHASE xscale start $(cut -d' ' -f1 /proc/uptime)"
+    echo 0 > $xbus/drivers_autoprobe
+    vbds=$(xscale_vbds); n=$(echo $vbds | wc -w)
+    check "xscale: $n vbds, none bound" [ "$n" -eq "${XSCALE_POINTS##* }" -a "$(nxvd)" -eq 0 ] || return 1
+    for drv in c rs rs_again; do
+        if [ $drv = c ]; then ko=xen-blkfront.ko mod=xen_blkfront dir=vbd
+        else ko=xen_blkfront_rs.ko mod=xen_blkfront_rs dir=xen_blkfront_rs; fi
+        base=$(mem_snap)
+        check "xscale $drv: insmod" insmod /lib/modules/$ko || return 1
+        mkib=$(awk -v m=$mod '$1 == m { printf "%d", $2 / 1024 }' /proc/modules)
+        prev=0
+        for k in $XSCALE_POINTS; do
+            t0=$(now_ns)
+            for v in $(echo $vbds | tr ' ' '\n' | sed -n "$((prev + 1)),${k}p"); do
+                echo $v > $xbus/drivers/$dir/bind
+            done
+            ms=$(ms_until "$t0" 120 nxvd_at_least "$k")
+            check "xscale $drv: $k disks ($((k - prev)) bound in $ms ms)" [ "$ms" != NA ] || return 1
+            bench_line "exp=xscale_attach driver=$drv disks=$k bound=$((k - prev)) rep=$rep attach_ms=$ms"
+            snap=$(mem_snap)
+            mem_line $drv $k $rep "$base" "$snap" "$mkib" xscale " stage=up"
+            prev=$k
+        done
+        files=$(ls /sys/block | grep '^xvd' | sed 's|^|/dev/|' | paste -sd:)
+        for w in "randread 4k 32" "write 1M 8"; do
+            set -- $w
+            check "xscale $drv: fio $1 $2 over the $prev disks" fio --name=x --filename="$files" --file_service_type=roundrobin \
+                --direct=1 --ioengine=libaio --rw=$1 --bs=$2 --iodepth=$3 --runtime="$RT" --time_based --size=64M \
+                --output=/tmp/xscale-fio.out
+        done
+        snap=$(mem_snap)
+        mem_line $drv $prev $rep "$base" "$snap" "$mkib" xscale " stage=io"
+        unbind_vbds $dir
+        check "xscale $drv: rmmod" unload $mod
+    done
+    echo 1 > $xbus/drivers_autoprobe
+}
+
 case $EXPS in
-    virtio | calib | memory | latency | xlatency | attach | xmemory | xattach) exp_$EXPS ;;
+    virtio | calib | memory | latency | xlatency | attach | xmemory | xattach | xscale) exp_$EXPS ;;
     "memory attach") exp_memory; exp_attach ;;
     "xmemory xattach") exp_xmemory; exp_xattach ;;
     # C binds a vbd once per boot: compare and profile share one setup.

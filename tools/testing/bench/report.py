@@ -478,6 +478,66 @@ if "xmemory" in cfg["exps"]:
     bars("xmemory", "Xen: memory of one vbd, drop from before insmod (median, min-max bars)", "stage:measure", "KiB", dat,
          ["C xen-blkfront", "ours", "C again"], yrange="")
 
+# ---- 4h. Xen vbds at scale: memory and attach time -------------------------------
+if "xscale" in cfg["exps"]:
+    XS = {"c": "C", "rs": "ours", "rs_again": "ours again"}
+    reps = cfg.get("xscale_reps", cfg["reps"])
+    pts = [str(k) for k in cfg.get("xscale_points", [])]
+    for ident, rs in groups.items():
+        if dict(ident).get("exp") == "xscale":
+            for r in rs:
+                a, b = num(r.get("memfree_kib")), num(r.get("module_kib"))
+                r["memfree_nomod_kib"] = "NA" if a is None or b is None else str(a - b)
+    XMEM = MEM[:1] + (("memfree_nomod_kib", "free memory drop - module"),) + MEM[1:]
+    short = {"memfree_kib": "free", "memfree_nomod_kib": "free-mod", "slab_kib": "Slab", "sunreclaim_kib": "SUnrecl"}
+    rows, csvrows, dat = [], [], "# vbds:stage:measure, then per driver (C, ours, ours again): median min max (KiB)\n"
+    for k, stage in [(k, "up") for k in pts] + [(pts[-1], "io")] if pts else []:
+        for metric, title in XMEM:
+            want = {"exp": "xscale", "disks": k, "stage": stage}
+            p = {drv: point(dict(want, driver=drv), metric, label=f"xscale {k} {stage} {XS[drv]} {title}", reps=reps) for drv in XS}
+            pr = paired(dict(want, driver="rs"), dict(want, driver="c"), metric, diff=True)
+            aa = paired(dict(want, driver="rs_again"), dict(want, driver="rs"), metric, diff=True)
+            seen = beyond(pr, aa, diff=True)
+            per_vbd = "-" if pr is None else f"{pr[4] / int(k):.0f}"
+            rows.append([k, "vbds up" if stage == "up" else "after fio", title] + [rng(p[drv], 0) for drv in XS]
+                        + [ratio(p["rs"], p["c"]), rng(pr, 0), per_vbd, rng(aa, 0), seen])
+            csvrows.append([k, stage, metric] + [f(p[drv], 0) for drv in XS] + [ratio(p["rs"], p["c"])] + mmm(pr) + [per_vbd] + mmm(aa) + [seen])
+            if metric in ("memfree_nomod_kib", "slab_kib"):
+                dat += f"{k}:{stage}:{short[metric]} " + " ".join("- - -" if p[drv] is None else f"{p[drv][1]} {p[drv][0]} {p[drv][2]}" for drv in XS) + "\n"
+    mod = {drv: point({"exp": "xscale", "driver": drv, "stage": "up"}, "module_kib", required=False) for drv in ("c", "rs")}
+    table(f"Memory of many Xen vbds (xen-blkback, persistent grants offered, all vbds on one dom0 disk), KiB drop from before insmod: "
+          f"median [min-max] of {reps} boots; each boot C, then ours, then ours again (C binds a blkback vbd once per boot, first), "
+          f"the count grown {' -> '.join(pts)}; after fio = 4k randread QD32 and 1M write QD8 over all the disks ({cfg['runtime']} s each); "
+          f"module sizes (in free memory drop): C {f(mod['c'], 0)} KiB, ours {f(mod['rs'], 0)} KiB; ours-C per boot and per vbd (its mean / vbds); "
+          "the A/A spread: ours again-ours per boot; 'beyond A/A' = the mean of ours-C further from 0 than the furthest A/A difference",
+          ["vbds", "stage", "measure"] + list(XS.values()) + ["ours/C", "ours-C paired", "ours-C per vbd", "A/A paired", "beyond A/A"], rows)
+    csv("xscale_memory", ["vbds", "stage", "measure", "c_median_kib", "rs_median_kib", "rs_again_median_kib", "rs_per_c", "rs_minus_c_n",
+                          "rs_minus_c_min", "rs_minus_c_median", "rs_minus_c_max", "rs_minus_c_per_vbd", "aa_n", "aa_min", "aa_median",
+                          "aa_max", "beyond_aa"], csvrows)
+    bars("xscale_memory", "Xen: memory of 1-32 blkback vbds, drop from before insmod (median, min-max bars)", "vbds:stage:measure", "KiB",
+         dat, list(XS.values()), yrange="")
+    rows, csvrows, dat = [], [], "# vbds, then per driver (C, ours, ours again): median min max (ms)\n"
+    for k in pts:
+        want = {"exp": "xscale_attach", "disks": k}
+        p = {drv: point(dict(want, driver=drv), "attach_ms", label=f"xscale attach {k} {XS[drv]}", reps=reps) for drv in XS}
+        pr = paired(dict(want, driver="rs"), dict(want, driver="c"), "attach_ms")
+        aa = paired(dict(want, driver="rs_again"), dict(want, driver="rs"), "attach_ms")
+        seen = beyond(pr, aa)
+        bound = next((r.get("bound") for ident, rs in groups.items() if dict(ident).get("exp") == "xscale_attach"
+                      and dict(ident).get("disks") == k for r in rs), "?")
+        rows.append([k, bound] + [rng(p[drv]) for drv in XS] + [rng(pr, 2), gm(pr), rng(aa, 2), gm(aa), seen])
+        csvrows.append([k, bound] + [f(p[drv]) for drv in XS] + mmm(pr) + [gm(pr)] + mmm(aa) + [gm(aa), seen])
+        dat += f"{k} " + " ".join("- - -" if p[drv] is None else f"{p[drv][1]} {p[drv][0]} {p[drv][2]}" for drv in XS) + "\n"
+    table(f"Attach time of many Xen vbds (xen-blkback): from the first of the new vbds written to the driver's bind file to the last new "
+          f"disk in /sys/block, ms; median [min-max] of {reps} boots, each growing the count {' -> '.join(pts)} with C, ours, ours again; "
+          "ours/C per boot and the A/A spread (ours again/ours) as for virtio",
+          ["vbds", "bound", "C", "ours", "ours again", "ours/C paired", "geomean", "A/A paired", "A/A geomean", "beyond A/A"], rows)
+    csv("xscale_attach", ["vbds", "bound", "c_median_ms", "rs_median_ms", "rs_again_median_ms", "rs_per_c_n", "rs_per_c_min",
+                          "rs_per_c_median", "rs_per_c_max", "rs_per_c_geomean", "aa_n", "aa_min", "aa_median", "aa_max",
+                          "aa_geomean", "beyond_aa"], csvrows)
+    bars("xscale_attach", "Xen: time to bring up blkback vbds, 1 then 7 then 24 more (median, min-max bars)", "vbds", "ms", dat,
+         list(XS.values()))
+
 # ---- 4c/4d. latency: completion-latency percentiles from fio's JSON -------------
 LAT_EXPS = [e for e in ("latency", "xlatency") if e in cfg["exps"]]
 if LAT_EXPS:

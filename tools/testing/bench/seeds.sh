@@ -33,6 +33,12 @@
 #                          (MemFree, Slab, SUnreclaim) once it is up and
 #                          after fio, persistent grants on; C, ours and C
 #                          again; in xattach's boot when both are asked for
+#  4h. xscale             (only when asked for) Xen: memory and attach
+#                          time of 1, 8 and 32 blkback vbds on one dom0
+#                          disk (persistent grants offered), C, ours and
+#                          ours again (the A/A spread: C binds a blkback
+#                          vbd once per boot) growing the count in each
+#                          boot; one boot per repetition
 #  5. compare              Xen, C and ours on two vbds of one dom0 disk
 #                          (swapped in a second boot), alternating: 4k
 #                          randread QD32, 1M seq read/write, blkback
@@ -69,13 +75,13 @@ while (($#)); do
         --out=*) out=${1#--out=} ;;
         --exp) exps=${2:?--exp LIST}; shift ;;
         --exp=*) exps=${1#--exp=} ;;
-        -h|--help) sed -n '3,59p' "$0"; exit 0 ;;
+        -h|--help) sed -n '3,65p' "$0"; exit 0 ;;
         *) die "usage: $0 [--smoke] [--exp LIST] [--out DIR]" ;;
     esac
     shift
 done
 for e in ${exps//,/ }; do
-    [[ $e =~ ^(indirect|persist|align|virtio|memory|attach|latency|xlatency|xattach|xmemory|compare|calib|profile)$ ]] || die "--exp: unknown experiment '$e'"
+    [[ $e =~ ^(indirect|persist|align|virtio|memory|attach|latency|xlatency|xattach|xmemory|xscale|compare|calib|profile)$ ]] || die "--exp: unknown experiment '$e'"
 done
 want() { [[ ,$exps, == *,$1,* ]]; }
 out=${out:-$CACHE/bench-results}
@@ -121,7 +127,9 @@ memdisks=$((smoke ? 8 : 32)) mempoints=$((smoke ? 4 : 8)) memsize=64M
 # under a second, and TCG timing needs them for a spread to read).
 attachdisks=1 areps=${BENCH_REPS:-$((smoke ? 1 : 8))}
 # xattach: as attach; xmemory: the repetitions and fio runtime of the
-# others.
+# others. xscale: 3 boots (the smoke run 1, at 1 and 4 vbds).
+xsreps=${BENCH_REPS:-$((smoke ? 1 : 3))} xspoints=$( ((smoke)) && echo 1 4 || echo 1 8 32)
+xsmax=${xspoints##* }
 # latency, xlatency: 5 s per fio run (virtio: thousands of requests even at
 # QD1 under TCG, so that p99.9 rests on more than a handful of samples; a
 # Xen domU does a few hundred), 4 repetitions of each label (virtio: C,
@@ -136,7 +144,7 @@ cat > "$out/config.json" <<JSON
  "segs": $(js "$segs"), "bss": $(js "$bss"), "abss": $(js "$abss"), "vwl": $(js "$vwl"),
  "ops": $(js "$ops"), "pops": $(js "$pops"), "persistent": $(js "$persist"), "jobs": $jobs, "ndomu": $ndomu,
  "memdisks": $memdisks, "mempoints": $(js "$(echo 1 $mempoints $memdisks | tr ' ' '\n' | awk '$1 > 0' | sort -nu | tr '\n' ' ' | sed 's/ $//')"),
- "attachdisks": $(js "$(echo $attachdisks $memdisks | tr ' ' '\n' | sort -nu | tr '\n' ' ' | sed 's/ $//')"), "attach_reps": $areps, "latency_reps": $lreps, "latency_runtime": $lrt, "lwl": $(js "$lwl")}
+ "attachdisks": $(js "$(echo $attachdisks $memdisks | tr ' ' '\n' | sort -nu | tr '\n' ' ' | sed 's/ $//')"), "attach_reps": $areps, "xscale_reps": $xsreps, "xscale_points": $(js "$xspoints"), "latency_reps": $lreps, "latency_runtime": $lrt, "lwl": $(js "$lwl")}
 JSON
 
 # guest_script NAME VAR=VALUE...: the guest script with its settings.
@@ -246,6 +254,14 @@ xexps=${xexps% }
 xl=bench-${xexps%% *}
 [ -n "$xexps" ] && USERSPACE_BACKEND=1 run $xl "$T/xen-guest.sh" -l $xl -P -p 1 -b 512 -t $((smoke ? 600 : 1800)) \
     "$(guest_script $xl "${common[@]}" "EXPS='$xexps'" ATTACHREPS=$areps)"
+
+# xscale: one boot per repetition (C binds a vbd once per boot), 32 vbds
+# on one dom0 disk; the domU gets 1 GiB: C and ours keep a persistent
+# grant pool per vbd.
+want xscale && for r in $(seq 1 $xsreps); do
+    DOMU_MEM=1024 run bench-xen-scale-$r "$T/xen-guest.sh" -l bench-xen-scale-$r -P -p 1 -b 512 -V $xsmax -s 256M -t 1500 \
+        "$(guest_script bench-xen-scale-$r "${common[@]}" "EXPS=xscale" "XSCALE_POINTS='$xspoints'" XSCALE_REP=$r)"
+done
 
 python3 "$T/bench/report.py" "$out" | tee "$out/report.txt"
 rc=${PIPESTATUS[0]}

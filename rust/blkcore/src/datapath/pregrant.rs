@@ -245,7 +245,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         let id = self.alloc_id(op.wire(), indirect, nr)?;
         let idu = id as usize;
         let slot = self.slots.as_mut().get_mut(idu);
-        let dst = self.tables.direct_grefs_mut(idu).get_mut(..nr as usize);
+        let dst = self.tables.first_direct_grefs_mut(idu, nr as usize);
         let (Some(slot), Some(dst)) = (slot, dst) else {
             self.cancel_id(id);
             return Err(QueueError::Io);

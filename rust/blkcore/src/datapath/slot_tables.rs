@@ -122,10 +122,23 @@ impl<S: Storage, F: Copy> SlotTables<S, F> {
         share(self.direct_grefs.as_ref(), id, self.geo.wire_max)
     }
 
-    /// [`SlotTables::direct_grefs`], to record or end them.
+    /// [`SlotTables::direct_grefs`], to end them.
     #[inline]
     pub(super) fn direct_grefs_mut(&mut self, id: usize) -> &mut [GrantRef] {
         share_mut(self.direct_grefs.as_mut(), id, self.geo.wire_max)
+    }
+
+    /// The first `nr` of [`SlotTables::direct_grefs`], to record a
+    /// request's `nr` grants; `None` if the slot has fewer.
+    #[inline]
+    pub(super) fn first_direct_grefs_mut(
+        &mut self,
+        id: usize,
+        nr: usize,
+    ) -> Option<&mut [GrantRef]> {
+        self.direct_grefs
+            .as_mut()
+            .get_mut(first(id, self.geo.wire_max, nr)?)
     }
 
     /// Slot `id`'s pool handles of indirect pages (`indirect_pages`).
@@ -144,22 +157,20 @@ impl<S: Storage, F: Copy> SlotTables<S, F> {
     /// The first `nr` of slot `id`'s data grants and of its reads to copy
     /// back (none without bounce frames), to record a request's `nr`
     /// segments ([`SlotTables::data_grants`], [`SlotTables::copies`]);
-    /// `None` if the slot has fewer data grants. Cut here rather than by
-    /// the caller: one bounds check per buffer on the submission path.
+    /// `None` if the slot has fewer data grants.
     #[inline]
-    pub(super) fn data_grants_and_copies_mut(
+    pub(super) fn first_data_grants_and_copies_mut(
         &mut self,
         id: usize,
         nr: usize,
     ) -> Option<(&mut [GrantHandle], &mut [CopySeg<F>])> {
-        let wire = self.geo.wire_max as usize;
-        if nr > wire {
-            return None;
-        }
-        let start = id.checked_mul(wire)?;
-        let end = start.checked_add(nr)?;
-        let grants = self.data_grants.as_mut().get_mut(start..end)?;
-        let copies = self.copies.as_mut().get_mut(start..end).unwrap_or(&mut []);
+        let at = first(id, self.geo.wire_max, nr)?;
+        let grants = self.data_grants.as_mut().get_mut(at.clone())?;
+        let copies = match self.copies.as_mut() {
+            // Without bounce frames: nothing to copy back, for any slot.
+            [] => &mut [],
+            all => all.get_mut(at)?,
+        };
         Some((grants, copies))
     }
 
@@ -168,11 +179,12 @@ impl<S: Storage, F: Copy> SlotTables<S, F> {
     /// indirect pages.
     #[inline]
     pub(super) fn indirect_mut(&mut self, id: usize) -> (&[F], &mut [GrantHandle]) {
-        let ind = self.geo.indirect_pages;
-        let own = self.frames.as_ref().get(1..).unwrap_or(&[]);
+        let at = range(id, self.geo.indirect_pages);
+        // The slots' own frames follow the placeholder.
+        let own = at.start.saturating_add(1)..at.end.saturating_add(1);
         (
-            share(own, id, ind),
-            share_mut(self.indirect_grants.as_mut(), id, ind),
+            self.frames.as_ref().get(own).unwrap_or(&[]),
+            self.indirect_grants.as_mut().get_mut(at).unwrap_or(&mut []),
         )
     }
 
@@ -190,6 +202,19 @@ fn range(id: usize, stride: u32) -> Range<usize> {
     let stride = stride as usize;
     let start = id.saturating_mul(stride);
     start..start.saturating_add(stride)
+}
+
+/// Where the first `nr` entries of slot `id`'s share lie, `None` if the
+/// stride is shorter. One range, rather than the share cut again: the
+/// submission path checks each buffer's bounds once per request.
+#[inline(always)]
+fn first(id: usize, stride: u32, nr: usize) -> Option<Range<usize>> {
+    let stride = stride as usize;
+    if nr > stride {
+        return None;
+    }
+    let start = id.saturating_mul(stride);
+    Some(start..start.saturating_add(nr))
 }
 
 /// Slot `id`'s share of `buf`; empty for an id out of range.
@@ -259,14 +284,18 @@ mod tests {
         let (own, ind) = t.indirect_mut(3);
         assert!(own.is_empty(), "the pool's frames, not the slot's own");
         assert_eq!(ind.len(), 2);
-        let (g, c) = t.data_grants_and_copies_mut(3, 2).unwrap();
+        let (g, c) = t.first_data_grants_and_copies_mut(3, 2).unwrap();
         assert_eq!((g.len(), c.len()), (2, 2));
         assert!(
-            t.data_grants_and_copies_mut(3, 4).is_none(),
+            t.first_data_grants_and_copies_mut(3, 4).is_none(),
             "past the share"
         );
-        assert!(t.data_grants_and_copies_mut(4, 1).is_none());
-        assert!(t.data_grants_and_copies_mut(usize::MAX, 1).is_none());
-        assert!(tables(false).data_grants_and_copies_mut(0, 1).is_none());
+        assert!(t.first_data_grants_and_copies_mut(4, 1).is_none());
+        assert!(t.first_data_grants_and_copies_mut(usize::MAX, 1).is_none());
+        let mut t = tables(false);
+        assert!(t.first_data_grants_and_copies_mut(0, 1).is_none());
+        assert_eq!(t.first_direct_grefs_mut(3, 3).map(|g| g.len()), Some(3));
+        assert!(t.first_direct_grefs_mut(3, 4).is_none());
+        assert!(t.first_direct_grefs_mut(4, 1).is_none());
     }
 }

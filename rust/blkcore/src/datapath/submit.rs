@@ -241,10 +241,10 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         } = self;
         let io = QueueError::Io;
         let slot = slots.as_mut().get_mut(idu).ok_or(io)?;
+        let desc = desc.as_mut().get_mut(..nr * BLKIF_SEGMENT_SIZE).ok_or(io)?;
         // Reads copied back on completion: at most one per segment (the
         // buffer exists with `copy_data` only).
-        let (handles, copies) = tables.data_grants_and_copies_mut(idu, nr).ok_or(io)?;
-        let desc = desc.as_mut().get_mut(..nr * BLKIF_SEGMENT_SIZE).ok_or(io)?;
+        let (handles, copies) = tables.first_data_grants_and_copies_mut(idu, nr).ok_or(io)?;
         // What the loop did, for the slot even when it stops half way:
         // the grants it took are given back with the slot's others.
         let mut granted = 0u32;

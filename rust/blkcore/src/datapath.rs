@@ -78,7 +78,10 @@ use core::fmt;
 mod build;
 mod complete;
 pub mod pregrant;
+mod slot_tables;
 mod submit;
+
+use slot_tables::SlotTables;
 
 /// Why the data path gave up on the backend. Each means a broken or
 /// hostile backend; the ring is disabled for good.
@@ -350,18 +353,22 @@ struct CopySeg<F> {
 }
 
 /// Per-id state of a request in flight (`struct blk_shadow`). Its grants,
-/// indirect grants and copies sit in the data path's flat buffers at
-/// `id * stride`.
+/// indirect grants and copies are its share of the data path's
+/// [`SlotTables`], under the same id; the counts here say how much of
+/// each share is in use.
 #[derive(Debug)]
 struct Slot<Rq> {
     rq: Option<Rq>,
     nr_segments: u32,
-    /// Data grants through the pool (with bounce frames).
-    nr_pool_grants: u32,
+    /// Data grants through the pool (with bounce frames), in
+    /// [`SlotTables::data_grants`].
+    nr_data_grants: u32,
     /// Data grants made before the ring lock ([`PreGranted`]), in
-    /// `DataPath::grefs`.
+    /// [`SlotTables::direct_grefs`].
     nr_direct_grants: u32,
+    /// Indirect pages granted, in [`SlotTables::indirect_grants`].
     nr_indirect_pages: u32,
+    /// Reads to copy back, in [`SlotTables::copies`].
     nr_copies: u32,
     /// Answered or failed, but the backend still maps one of its direct
     /// grants (the caller's own pages): `rq` stays here, not ended, and
@@ -388,28 +395,17 @@ pub struct Geometry {
 /// The data path of one ring, built when the backend connects.
 pub struct DataPath<S: Storage, F: Copy, Rq> {
     n: Negotiated,
-    geo: Geometry,
     handle: u16,
     pool: GrantPool<F, S::Buf<PoolEntry<F>>>,
-    /// The frames the data path itself reads: a placeholder first, then
-    /// (without bounce frames) the slots' own indirect pages. The bounce
-    /// frames given to [`DataPath::new`] live in the pool's entries only.
-    frames: S::Buf<F>,
     inflight: S::Buf<InFlight<MAX_RING>>,
     slots: S::Buf<Slot<Rq>>,
-    /// `ring_size * wire_max` grant handles of data segments (only with
-    /// `copy_data`: without, data is granted before the ring lock).
-    grants: S::Buf<GrantHandle>,
-    /// `ring_size * wire_max` grant references of data segments granted
-    /// before the ring lock (only without `copy_data`).
-    grefs: S::Buf<GrantRef>,
-    /// Counters of the grants in `grefs` (granted, revoked, in use,
-    /// deferred), added to the pool's in [`DataPath::grant_stats`].
+    /// Each slot's grants, indirect pages and copies back; also the
+    /// [`Geometry`].
+    tables: SlotTables<S, F>,
+    /// Counters of the grants in [`SlotTables::direct_grefs`] (granted,
+    /// revoked, in use, deferred), added to the pool's in
+    /// [`DataPath::grant_stats`].
     direct_grant_stats: GrantStats,
-    /// `ring_size * indirect_pages` grant handles of indirect pages.
-    indirect: S::Buf<GrantHandle>,
-    /// `ring_size * wire_max` copies back (only with `copy_data`).
-    copies: S::Buf<CopySeg<F>>,
     // Scratch space of the request being queued: its segments' wire
     // descriptors (`wire_max` of 8 bytes), its indirect pages' grants.
     desc: S::Buf<u8>,
@@ -459,7 +455,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
 
     /// The sizes the data path was built with.
     pub fn geometry(&self) -> Geometry {
-        self.geo
+        self.tables.geometry()
     }
 
     /// Requests in flight.
@@ -479,29 +475,19 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
 
     /// Calls `f` with every grant reference held by a request in flight.
     pub fn for_each_grant_in_flight(&self, mut f: impl FnMut(GrantRef)) {
-        let (wire, ind) = (self.geo.wire_max as usize, self.geo.indirect_pages as usize);
         for (id, s) in self.slots.as_ref().iter().enumerate() {
             if s.rq.is_none() {
                 continue;
             }
-            let g = self
-                .grants
-                .as_ref()
-                .iter()
-                .skip(id * wire)
-                .take(s.nr_pool_grants as usize);
-            let i = self
-                .indirect
-                .as_ref()
-                .iter()
-                .skip(id * ind)
-                .take(s.nr_indirect_pages as usize);
-            for h in g.chain(i) {
+            let g = self.tables.data_grants(id).iter();
+            let i = self.tables.indirect_grants(id).iter();
+            let g = g.take(s.nr_data_grants as usize);
+            for h in g.chain(i.take(s.nr_indirect_pages as usize)) {
                 if let Some(e) = self.pool.entry(*h) {
                     f(e.gref());
                 }
             }
-            let direct = self.grefs.as_ref().iter().skip(id * wire);
+            let direct = self.tables.direct_grefs(id).iter();
             direct.take(s.nr_direct_grants as usize).for_each(|g| f(*g));
         }
     }
@@ -553,7 +539,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
                 if let Some(r) = s.rq.take() {
                     rq(r);
                 }
-                s.nr_pool_grants = 0;
+                s.nr_data_grants = 0;
                 s.nr_indirect_pages = 0;
                 s.nr_copies = 0;
             }

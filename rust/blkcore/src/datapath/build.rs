@@ -74,50 +74,27 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         })?;
         let pool =
             GrantPool::new(entries, GrantMode::from_negotiated(n)).map_err(|_| OutOfMemory)?;
-        // With bounce frames only the placeholder is read from here (the
-        // pool's entries hold the rest): a second list of a thousand
-        // frames per ring would be memory for nothing.
-        let kept = if n.copy_data { 1 } else { frames.len() };
-        let mut j = 0usize;
-        let frames = S::buf(kept, || {
-            let f = frames.get(j).copied().unwrap_or(placeholder);
-            j += 1;
-            f
-        })?;
-        let size = geo.ring_size as usize;
-        let wire = geo.wire_max as usize;
-        let ind = geo.indirect_pages as usize;
-        let unset_copy = CopySeg {
-            data: placeholder,
-            bounce: placeholder,
-            off: 0,
-            len: 0,
-        };
+        // The kept frames come first, the slot tables' other buffers after
+        // the in-flight table and the slots (fields are built in order).
+        let frames = SlotTables::<S, F>::keep_frames(frames, n.copy_data)?;
         Ok(Self {
             n: *n,
-            geo,
             handle,
             pool,
-            frames,
             inflight: S::buf(1, || InFlight::new(geo.ring_size))?,
-            slots: S::buf(size, || Slot {
+            slots: S::buf(geo.ring_size as usize, || Slot {
                 rq: None,
                 nr_segments: 0,
-                nr_pool_grants: 0,
+                nr_data_grants: 0,
                 nr_direct_grants: 0,
                 nr_indirect_pages: 0,
                 nr_copies: 0,
                 held: false,
             })?,
-            // Data grants: through the pool with bounce frames, made
-            // before the ring lock without.
-            grants: S::buf(if n.copy_data { size * wire } else { 0 }, || GrantHandle(0))?,
-            grefs: S::buf(if n.copy_data { 0 } else { size * wire }, || 0)?,
+            tables: SlotTables::new(geo, n.copy_data, frames)?,
             direct_grant_stats: GrantStats::default(),
-            indirect: S::buf(size * ind, || GrantHandle(0))?,
-            copies: S::buf(if n.copy_data { size * wire } else { 0 }, || unset_copy)?,
-            desc: S::buf(wire * BLKIF_SEGMENT_SIZE, || 0)?,
-            indirect_grefs: S::buf(ind, || 0)?,
+            desc: S::buf(geo.wire_max as usize * BLKIF_SEGMENT_SIZE, || 0)?,
+            indirect_grefs: S::buf(geo.indirect_pages as usize, || 0)?,
             last_purge_ms: now_ms,
             purge_countdown: PURGE_CHECK_EVERY,
             notes: BackendNotes::default(),
@@ -142,7 +119,7 @@ mod tests {
         let geo = Geometry::new(&n, 32, 64);
         let given = alloc::vec![7u32; geo.frames(n.copy_data)];
         let dp = DataPath::<VecStorage, u32, u32>::new(&n, geo, 0, &given, 0).unwrap();
-        (given.len(), dp.frames.len())
+        (given.len(), dp.tables.frames_kept())
     }
 
     #[test]

@@ -76,7 +76,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         done: &mut impl FnMut(Rq, Status),
     ) -> u32 {
         let mut failed = 0u32;
-        for id in 0..self.geo.ring_size as usize {
+        for id in 0..self.geometry().ring_size as usize {
             if self.slots.as_ref().get(id).is_none_or(|s| s.held) {
                 continue;
             }
@@ -160,7 +160,6 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
             .complete(rsp)
             .map_err(Fault::Response)?;
         let id = c.id as usize;
-        let wire = self.geo.wire_max as usize;
         let (nr_segments, copies) = self
             .slots
             .as_ref()
@@ -177,7 +176,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         // grants go.
         if verdict == Verdict::Ok && c.operation == BLKIF_OP_READ && self.n.copy_data {
             let mut copied = 0u64;
-            for cs in self.copies.as_ref().iter().skip(id * wire).take(copies) {
+            for cs in self.tables.copies(id).iter().take(copies) {
                 if mem.copy(cs.bounce, cs.off, cs.data, cs.off, cs.len).is_ok() {
                     copied += u64::from(cs.len);
                 }
@@ -239,12 +238,11 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
     /// pages, granted directly, are ended if the backend let go, else
     /// kept for a retry (see [`DataPath::end_direct`]).
     pub(super) fn put_grants<M: Memory<Frame = F>>(&mut self, mem: &mut M, id: usize) -> Released {
-        let (wire, ind) = (self.geo.wire_max as usize, self.geo.indirect_pages as usize);
         let Some(s) = self.slots.as_mut().get_mut(id) else {
             return Released::default();
         };
-        let (ng, ni) = (s.nr_pool_grants as usize, s.nr_indirect_pages as usize);
-        s.nr_pool_grants = 0;
+        let (ng, ni) = (s.nr_data_grants as usize, s.nr_indirect_pages as usize);
+        s.nr_data_grants = 0;
         s.nr_indirect_pages = 0;
         s.nr_copies = 0;
         let direct = self.end_direct(mem, id).err();
@@ -252,8 +250,8 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
             still_mapped: direct,
             pages_held: direct.is_some(),
         };
-        let data = self.grants.as_ref().get(id * wire..).unwrap_or(&[]);
-        let ind_pages = self.indirect.as_ref().get(id * ind..).unwrap_or(&[]);
+        let data = self.tables.data_grants(id);
+        let ind_pages = self.tables.indirect_grants(id);
         let data = data.get(..ng).unwrap_or(data);
         let ind_pages = ind_pages.get(..ni).unwrap_or(ind_pages);
         for h in data.iter().chain(ind_pages) {

@@ -181,7 +181,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
     /// Scratch for [`queue_granted`](Self::queue_granted), sized for this
     /// data path.
     pub fn new_pregranted(&self) -> Result<PreGranted<S>, OutOfMemory> {
-        PreGranted::new(self.geo.wire_max)
+        PreGranted::new(self.geometry().wire_max)
     }
 
     /// [`queue`](Self::queue) for a data path without bounce frames
@@ -244,9 +244,8 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         let (lay, indirect) = self.rw_layout(op, nr)?;
         let id = self.alloc_id(op.wire(), indirect, nr)?;
         let idu = id as usize;
-        let base = idu * self.geo.wire_max as usize;
         let slot = self.slots.as_mut().get_mut(idu);
-        let dst = self.grefs.as_mut().get_mut(base..base + nr as usize);
+        let dst = self.tables.first_direct_grefs_mut(idu, nr as usize);
         let (Some(slot), Some(dst)) = (slot, dst) else {
             self.cancel_id(id);
             return Err(QueueError::Io);
@@ -278,12 +277,11 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         mem: &mut M,
         id: usize,
     ) -> Result<(), GrantRef> {
-        let wire = self.geo.wire_max as usize;
         let Some(s) = self.slots.as_mut().get_mut(id) else {
             return Ok(());
         };
         let n = s.nr_direct_grants as usize;
-        let grefs = self.grefs.as_mut().get_mut(id * wire..).unwrap_or(&mut []);
+        let grefs = self.tables.direct_grefs_mut(id);
         let mut still_mapped = None;
         let mut ended = 0u32;
         for g in grefs.iter_mut().take(n) {
@@ -313,12 +311,11 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
     /// backend unmaps them) and forgets them: for a request that never
     /// reached the ring, whose owner the caller gives it back to.
     pub(super) fn defer_direct<M: Memory<Frame = F>>(&mut self, mem: &mut M, id: usize) {
-        let wire = self.geo.wire_max as usize;
         let Some(s) = self.slots.as_mut().get_mut(id) else {
             return;
         };
         let n = core::mem::take(&mut s.nr_direct_grants) as usize;
-        let grefs = self.grefs.as_mut().get_mut(id * wire..).unwrap_or(&mut []);
+        let grefs = self.tables.direct_grefs_mut(id);
         let mut deferred = 0u32;
         for g in grefs.iter_mut().take(n) {
             if *g != INVALID_GRANT_REF {

@@ -162,7 +162,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
     /// The layout of a read or write of `nr` segments, and whether it is
     /// indirect; `Io` for one no request can carry.
     pub(super) fn rw_layout(&self, op: RwOp, nr: u32) -> Result<(Layout, bool), QueueError> {
-        let max = self.geo.wire_max;
+        let max = self.geometry().wire_max;
         if nr == 0 || nr > max {
             return Err(QueueError::Io);
         }
@@ -215,8 +215,8 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
     /// reads to copy back) and writes their wire descriptors to `desc`.
     ///
     /// The loop every segment of every request goes through, under the
-    /// ring lock, once: the slot and the request's ranges of the flat
-    /// buffers are looked up before it (each cut to `segs.len()` entries,
+    /// ring lock, once: the slot and its shares of the slot tables are
+    /// looked up before it (each cut to `segs.len()` entries,
     /// `nr <= wire_max` being checked by the caller), its counts are kept
     /// in locals and written to the slot once, and each descriptor is
     /// written where the ring entry or the indirect pages take it from.
@@ -229,29 +229,22 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
     ) -> Result<(), QueueError> {
         let idu = id as usize;
         let nr = segs.len();
-        let base = idu * self.geo.wire_max as usize;
         let readonly = op.backend_reads_only();
         let copy_data = self.n.copy_data;
         let Self {
             pool,
             slots,
-            grants,
-            copies,
+            tables,
             desc,
             stats,
             ..
         } = self;
         let io = QueueError::Io;
         let slot = slots.as_mut().get_mut(idu).ok_or(io)?;
-        let handles = grants.as_mut().get_mut(base..base + nr).ok_or(io)?;
         let desc = desc.as_mut().get_mut(..nr * BLKIF_SEGMENT_SIZE).ok_or(io)?;
         // Reads copied back on completion: at most one per segment (the
         // buffer exists with `copy_data` only).
-        let copies = if copy_data {
-            copies.as_mut().get_mut(base..base + nr).ok_or(io)?
-        } else {
-            &mut []
-        };
+        let (handles, copies) = tables.first_data_grants_and_copies_mut(idu, nr).ok_or(io)?;
         // What the loop did, for the slot even when it stops half way:
         // the grants it took are given back with the slot's others.
         let mut granted = 0u32;
@@ -293,7 +286,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
             }
             Ok(())
         })();
-        slot.nr_pool_grants = granted;
+        slot.nr_data_grants = granted;
         slot.nr_copies = to_copy_back;
         if copied != 0 {
             let _ = pool.account_copy(copied);
@@ -315,8 +308,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
     ) -> Result<(), QueueError> {
         let id = u32::try_from(hdr.id).map_err(|_| QueueError::Io)?;
         let idu = id as usize;
-        let ind = self.geo.indirect_pages as usize;
-        let placeholder = *self.frames.as_ref().first().ok_or(QueueError::Io)?;
+        let placeholder = self.tables.placeholder().ok_or(QueueError::Io)?;
         // Only the descriptors in use go to the pages (the backend reads
         // `nr_segments` of them): 8 bytes each, not whole pages.
         let used = self
@@ -325,28 +317,21 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
             .get(..nr as usize * BLKIF_SEGMENT_SIZE)
             .ok_or(QueueError::Io)?;
         let mut chunks = used.chunks(XEN_PAGE_SIZE as usize);
+        let (own_frames, handles) = self.tables.indirect_mut(idu);
         for p in 0..pages as usize {
-            // Without copy_data each slot owns its indirect pages (after the
-            // placeholder); with it the pool's bounce frame is used.
+            // Without copy_data each slot owns its indirect pages; with it
+            // the pool's bounce frame is used.
             let own = if self.n.copy_data {
                 placeholder
             } else {
-                *self
-                    .frames
-                    .as_ref()
-                    .get(1 + idu * ind + p)
-                    .ok_or(QueueError::Io)?
+                *own_frames.get(p).ok_or(QueueError::Io)?
             };
             let g = match self.pool.get(mem, own, true) {
                 Ok(g) => g,
                 Err(e) => return Err(out_of_grants(&mut self.stats, e)),
             };
             let s = self.slots.as_mut().get_mut(idu).ok_or(QueueError::Io)?;
-            *self
-                .indirect
-                .as_mut()
-                .get_mut(idu * ind + p)
-                .ok_or(QueueError::Io)? = g.handle;
+            *handles.get_mut(p).ok_or(QueueError::Io)? = g.handle;
             s.nr_indirect_pages += 1;
             *self
                 .indirect_grefs
@@ -361,7 +346,8 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
             .as_ref()
             .get(..pages as usize)
             .unwrap_or(&[]);
-        *entry = encode_indirect(hdr, nr, grefs, self.geo.wire_max).map_err(|_| QueueError::Io)?;
+        *entry = encode_indirect(hdr, nr, grefs, self.geometry().wire_max)
+            .map_err(|_| QueueError::Io)?;
         self.stats.indirect_requests += 1;
         Ok(())
     }

@@ -535,7 +535,7 @@ if "xscale" in cfg["exps"]:
     csv("xscale_attach", ["vbds", "bound", "c_median_ms", "rs_median_ms", "rs_again_median_ms", "rs_per_c_n", "rs_per_c_min",
                           "rs_per_c_median", "rs_per_c_max", "rs_per_c_geomean", "aa_n", "aa_min", "aa_median", "aa_max",
                           "aa_geomean", "beyond_aa"], csvrows)
-    bars("xscale_attach", "Xen: time to bring up blkback vbds, 1 then 7 then 24 more (median, min-max bars)", "vbds", "ms", dat,
+    bars("xscale_attach", f"Xen: time to bring up blkback vbds, the count grown {' -> '.join(pts)} (median, min-max bars)", "vbds", "ms", dat,
          list(XS.values()))
 
 # ---- 4c/4d. latency: completion-latency percentiles from fio's JSON -------------

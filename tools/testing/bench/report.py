@@ -318,6 +318,21 @@ if "virtio" in cfg["exps"]:
 
 # ---- 4b. memory per disk ----------------------------------------------------------
 MEM = (("memfree_kib", "free memory drop"), ("slab_kib", "Slab"), ("sunreclaim_kib", "SUnreclaim"))
+# The Xen memory experiments' measures: MEM and the free memory drop without
+# the module's own size, a measure of its own (add_free_without_module).
+XMEM = MEM[:1] + (("memfree_nomod_kib", "free memory drop - module"),) + MEM[1:]
+XMEM_SHORT = {"memfree_kib": "free", "memfree_nomod_kib": "free-mod", "slab_kib": "Slab", "sunreclaim_kib": "SUnrecl"}
+
+
+def add_free_without_module(exp):
+    """memfree_nomod_kib on every record of EXP: memfree_kib - module_kib."""
+    for ident, rs in groups.items():
+        if dict(ident).get("exp") == exp:
+            for r in rs:
+                a, b = num(r.get("memfree_kib")), num(r.get("module_kib"))
+                r["memfree_nomod_kib"] = "NA" if a is None or b is None else str(a - b)
+
+
 if "memory" in cfg["exps"]:
     n = int(cfg.get("memdisks", 8))
     names = {"c": "C virtio_blk", "rs": "ours"}
@@ -445,14 +460,7 @@ if "xattach" in cfg["exps"]:
 
 # ---- 4g. Xen memory per vbd ---------------------------------------------------------
 if "xmemory" in cfg["exps"]:
-    # Free memory without the module's own size as a measure of its own.
-    for ident, rs in groups.items():
-        if dict(ident).get("exp") == "xmemory":
-            for r in rs:
-                a, b = num(r.get("memfree_kib")), num(r.get("module_kib"))
-                r["memfree_nomod_kib"] = "NA" if a is None or b is None else str(a - b)
-    XMEM = MEM[:1] + (("memfree_nomod_kib", "free memory drop - module"),) + MEM[1:]
-    short = {"memfree_kib": "free", "memfree_nomod_kib": "free-mod", "slab_kib": "Slab", "sunreclaim_kib": "SUnrecl"}
+    add_free_without_module("xmemory")
     info = {i.get("driver"): i for i in infos if i.get("exp") == "xmemory"}
     mod = {drv: point({"exp": "xmemory", "driver": drv, "stage": "up"}, "module_kib", label=f"xmemory {drv} module") for drv in ATTACH}
     rows, csvrows, dat = [], [], "# stage/measure, then per driver (C, ours, C again): median min max (KiB)\n"
@@ -465,7 +473,7 @@ if "xmemory" in cfg["exps"]:
             seen = beyond(pr, aa, diff=True)
             rows.append([stitle, title] + [rng(p[drv], 0) for drv in ATTACH] + [ratio(p["rs"], p["c"]), rng(pr, 0), rng(aa, 0), seen])
             csvrows.append([stage, metric] + [f(p[drv], 0) for drv in ATTACH] + [ratio(p["rs"], p["c"])] + mmm(pr) + mmm(aa) + [seen])
-            dat += f"{stage}:{short[metric]} " + " ".join("- - -" if p[drv] is None else f"{p[drv][1]} {p[drv][0]} {p[drv][2]}" for drv in ATTACH) + "\n"
+            dat += f"{stage}:{XMEM_SHORT[metric]} " + " ".join("- - -" if p[drv] is None else f"{p[drv][1]} {p[drv][0]} {p[drv][2]}" for drv in ATTACH) + "\n"
     pers = {drv: i.get("persistent", "?") for drv, i in info.items()}
     table(f"Memory of one Xen vbd (userspace blkif backend, persistent grants offered), KiB drop from before insmod: median [min-max] "
           f"of {cfg['reps']} repetitions, C, ours and C again in one boot; up = the disk added, after fio = after 4k randread QD32 and "
@@ -483,13 +491,7 @@ if "xscale" in cfg["exps"]:
     XS = {"c": "C", "rs": "ours", "rs_again": "ours again"}
     reps = cfg.get("xscale_reps", cfg["reps"])
     pts = [str(k) for k in cfg.get("xscale_points", [])]
-    for ident, rs in groups.items():
-        if dict(ident).get("exp") == "xscale":
-            for r in rs:
-                a, b = num(r.get("memfree_kib")), num(r.get("module_kib"))
-                r["memfree_nomod_kib"] = "NA" if a is None or b is None else str(a - b)
-    XMEM = MEM[:1] + (("memfree_nomod_kib", "free memory drop - module"),) + MEM[1:]
-    short = {"memfree_kib": "free", "memfree_nomod_kib": "free-mod", "slab_kib": "Slab", "sunreclaim_kib": "SUnrecl"}
+    add_free_without_module("xscale")
     rows, csvrows, dat = [], [], "# vbds:stage:measure, then per driver (C, ours, ours again): median min max (KiB)\n"
     for k, stage in [(k, "up") for k in pts] + [(pts[-1], "io")] if pts else []:
         for metric, title in XMEM:
@@ -503,7 +505,7 @@ if "xscale" in cfg["exps"]:
                         + [ratio(p["rs"], p["c"]), rng(pr, 0), per_vbd, rng(aa, 0), seen])
             csvrows.append([k, stage, metric] + [f(p[drv], 0) for drv in XS] + [ratio(p["rs"], p["c"])] + mmm(pr) + [per_vbd] + mmm(aa) + [seen])
             if metric in ("memfree_nomod_kib", "slab_kib"):
-                dat += f"{k}:{stage}:{short[metric]} " + " ".join("- - -" if p[drv] is None else f"{p[drv][1]} {p[drv][0]} {p[drv][2]}" for drv in XS) + "\n"
+                dat += f"{k}:{stage}:{XMEM_SHORT[metric]} " + " ".join("- - -" if p[drv] is None else f"{p[drv][1]} {p[drv][0]} {p[drv][2]}" for drv in XS) + "\n"
     mod = {drv: point({"exp": "xscale", "driver": drv, "stage": "up"}, "module_kib", required=False) for drv in ("c", "rs")}
     table(f"Memory of many Xen vbds (xen-blkback, persistent grants offered, all vbds on one dom0 disk), KiB drop from before insmod: "
           f"median [min-max] of {reps} boots; each boot C, then ours, then ours again (C binds a blkback vbd once per boot, first), "

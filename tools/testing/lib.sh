@@ -300,8 +300,7 @@ collect_results() { # console.log label
     # message on the next line): the text between the timestamp and a
     # check line goes too. Conservative: a "not ok" anywhere after a
     # timestamp wins over an "ok" later in the line.
-    tr -d '\r' < "$log" | sed 's/^(XEN) //' |
-        perl -pe 's/^\[ *[0-9.]+\] (?:.*?(?=(?:not )?ok [0-9]+ - ))?//' > "$tmp/log"
+    perl -pe 's/\r//g; s/^\(XEN\) //; s/^\[ *[0-9.]+\] (?:.*?(?=(?:not )?ok [0-9]+ - ))?//' "$log" > "$tmp/log"
     local skip_re='^(.*[^[:space:]])[[:space:]]+#[[:space:]]*[Ss][Kk][Ii][Pp][[:alnum:]]*([[:space:]]+(.*))?$'
     # A line seen twice is one check printed twice (after xl restore, the
     # restored domU's console reaches the log twice): counted once.

@@ -74,9 +74,6 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         })?;
         let pool =
             GrantPool::new(entries, GrantMode::from_negotiated(n)).map_err(|_| OutOfMemory)?;
-        // The kept frames come first, the slot tables' other buffers after
-        // the in-flight table and the slots (fields are built in order).
-        let frames = SlotTables::<S, F>::keep_frames(frames, n.copy_data)?;
         Ok(Self {
             n: *n,
             handle,

@@ -42,33 +42,22 @@ pub(super) struct SlotTables<S: Storage, F: Copy> {
 }
 
 impl<S: Storage, F: Copy> SlotTables<S, F> {
-    /// The frames to keep of the caller's `given` ([`Geometry::frames`]):
-    /// the placeholder and the slots' own indirect pages, or with bounce
-    /// frames (`copy_data`) the placeholder only. Apart from
-    /// [`SlotTables::new`]: the data path allocates these before its
-    /// in-flight table and slots, the tables' other buffers after them.
-    pub(super) fn keep_frames(given: &[F], copy_data: bool) -> Result<S::Buf<F>, OutOfMemory> {
+    /// The tables of a ring of sizes `geo`, with bounce frames if
+    /// `copy_data`. Of the caller's frames `given` ([`Geometry::frames`])
+    /// they keep the placeholder and the slots' own indirect pages, or
+    /// with bounce frames the placeholder only.
+    pub(super) fn new(geo: Geometry, copy_data: bool, given: &[F]) -> Result<Self, OutOfMemory> {
         let placeholder = *given.first().ok_or(OutOfMemory)?;
         // With bounce frames only the placeholder is read from here (the
         // pool's entries hold the rest): a second list of a thousand
         // frames per ring would be memory for nothing.
         let kept = if copy_data { 1 } else { given.len() };
         let mut j = 0usize;
-        S::buf(kept, || {
+        let frames = S::buf(kept, || {
             let f = given.get(j).copied().unwrap_or(placeholder);
             j += 1;
             f
-        })
-    }
-
-    /// The tables of a ring of sizes `geo`, with bounce frames if
-    /// `copy_data`; `frames` from [`SlotTables::keep_frames`].
-    pub(super) fn new(
-        geo: Geometry,
-        copy_data: bool,
-        frames: S::Buf<F>,
-    ) -> Result<Self, OutOfMemory> {
-        let placeholder = *frames.as_ref().first().ok_or(OutOfMemory)?;
+        })?;
         let size = geo.ring_size as usize;
         let wire = geo.wire_max as usize;
         let ind = geo.indirect_pages as usize;
@@ -188,7 +177,7 @@ impl<S: Storage, F: Copy> SlotTables<S, F> {
         )
     }
 
-    /// Frames kept: see [`SlotTables::keep_frames`].
+    /// Frames kept: see [`SlotTables::new`].
     #[cfg(test)]
     pub(super) fn frames_kept(&self) -> usize {
         self.frames.as_ref().len()
@@ -246,8 +235,7 @@ mod tests {
             pool_entries: 20,
         };
         let given: alloc::vec::Vec<u32> = (0..geo.frames(copy_data) as u32).collect();
-        let frames = SlotTables::<VecStorage, u32>::keep_frames(&given, copy_data).unwrap();
-        SlotTables::new(geo, copy_data, frames).unwrap()
+        SlotTables::new(geo, copy_data, &given).unwrap()
     }
 
     #[test]

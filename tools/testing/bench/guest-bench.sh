@@ -225,13 +225,26 @@ mark() {
     echo "DOM0-CMD: sh /run/payload/blkif-irqs mark=$M"
     sleep 2   # dom0 reads the count before anything else happens here
 }
-# busy: CPU time the domU spent (all CPUs, USER_HZ ticks of /proc/stat:
-# user nice system irq softirq; not steal, the time Xen ran something
-# else), to compare the drivers' cost per request.
-busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
-# Interrupts the domU took from the blkif event channels (both drivers name
-# theirs "blkif"; only one does I/O at a time): backend responses notified.
-blkif_irqs() { awk '/ blkif$/ { for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) s += $i } END { print s + 0 }' /proc/interrupts; }
+# The domU's counters around one fio run, to compare what each driver costs
+# per request: busy CPU time (all CPUs, USER_HZ ticks of /proc/stat: user
+# nice system irq softirq; not steal, the time Xen ran something else),
+# interrupts from the blkif event channels (both drivers name theirs
+# "blkif"; only one does I/O at a time: backend responses notified),
+# context switches, and IPIs (the RES and CAL rows: Xen's own IPI event
+# channels count there too).
+counts() {
+    awk 'FILENAME == "/proc/stat" && $1 == "cpu" { b = $2 + $3 + $4 + $7 + $8 }
+         FILENAME == "/proc/stat" && $1 == "ctxt" { c = $2 }
+         FILENAME == "/proc/interrupts" {
+             n = 0; for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) n += $i
+             if ($NF == "blkif") q += n
+             if ($1 == "RES:" || $1 == "CAL:") p += n
+         }
+         END { print b + 0, q + 0, c + 0, p + 0 }' /proc/stat /proc/interrupts
+}
+nth() { # K "BEFORE" "AFTER": the change of the Kth of counts' figures
+    dl "$(echo $2 | cut -d' ' -f$1)" "$(echo $3 | cut -d' ' -f$1)"
+}
 compare_args() { # workload -> "RW BS fio-args"
     case $1 in
         rr4k) echo "randread 4k --ioengine=libaio --iodepth=32 --size=256M" ;;
@@ -261,7 +274,7 @@ fill_region() {
     for i in $(seq 1 256); do cat /tmp/r; done | dd of=/dev/$1 bs=1M oflag=direct 2>/dev/null
 }
 both_drivers_up() {
-    local drv dev
+    local drv dev f a b
     c_on_both || return 1
     case " $1 " in *" calib "*) calib_pairs ;; esac
     vbd_of $RSDEV > /sys/bus/xen/drivers/vbd/unbind
@@ -274,6 +287,15 @@ both_drivers_up() {
         dev=$(dev_of $drv)
         echo "BENCH-INFO exp=$(echo $1 | tr " " +) driver=$drv dev=$dev persistent=$PERSIST segs=$SEGS max_segments=$(q $dev max_segments) max_hw_kb=$(q $dev max_hw_sectors_kb) connect=$(dmesg | grep -o "$dev: flush.*\|$dev: barrier.*" | tail -1 | tr ' ;' '_,')"
     done
+    # The queue settings where the drivers differ (scheduler, depth,
+    # limits), for the log: a difference in cost may come from blk-mq.
+    for f in /sys/block/$CDEV/queue/*; do
+        f=${f##*/}
+        [ -f /sys/block/$CDEV/queue/$f ] || continue
+        a=$(cat /sys/block/$CDEV/queue/$f 2>/dev/null) b=$(cat /sys/block/$RSDEV/queue/$f 2>/dev/null)
+        [ "$a" = "$b" ] || echo "QUEUE-DIFF $f: C '$a' ours '$b'"
+    done
+    echo "QUEUE-DIFF hw queues: C $(ls -d /sys/block/$CDEV/mq/* | wc -l) ours $(ls -d /sys/block/$RSDEV/mq/* | wc -l)"
     # Both vbds show one backing disk: calib's fill serves compare too.
     [ -n "${FILLED:-}" ] || fill_region $CDEV
 }
@@ -288,7 +310,7 @@ both_drivers_down() {
 # labels alternating first; "rs" is ours (its own request and notification
 # counters), any other label a C-driven disk (requests from its stat).
 measure_pairs() {
-    local exp=$1 first=$2 second=$3 w r drv dev kib bw iops q q0 q1 n0 n1 m0 b0 b1 i0 i1 order line
+    local exp=$1 first=$2 second=$3 w r drv dev kib bw iops q q0 q1 n0 n1 m0 c0 c1 order line
     for w in $CWL; do
         for r in $(seq $((${REP0:-0} + 1)) $((${REP0:-0} + REPS))); do
             # FIRST first in odd repetitions, SECOND first in even ones.
@@ -297,13 +319,13 @@ measure_pairs() {
                 dev=$(dev_of $drv)
                 m0=$M
                 if [ $drv = rs ]; then q0=$(rsstat requests $dev); n0=$(rsstat notifications $dev); else q0=$(diskios $dev); fi
-                b0=$(busy); i0=$(blkif_irqs)
+                c0=$(counts)
                 set -- $(fio_one $dev $(compare_args $w)); kib=$1 bw=$2 iops=$3
-                b1=$(busy); i1=$(blkif_irqs)
+                c1=$(counts)
                 if [ $drv = rs ]; then q1=$(rsstat requests $dev); n1=$(rsstat notifications $dev); else q1=$(diskios $dev); fi
                 mark
                 q=$(dl "$q0" "$q1")
-                line="exp=$exp driver=$drv dev=$dev persistent=$PERSIST wl=$w rep=$r mbps=$(mbps "$bw") iops=$iops reqs=$q cpu_us_per_req=$(per_req "$(dl "$b0" "$b1")" "$q" 10000 1) irqs_per_req=$(per_req "$(dl "$i0" "$i1")" "$q") mark0=$m0 mark1=$M"
+                line="exp=$exp driver=$drv dev=$dev persistent=$PERSIST wl=$w rep=$r mbps=$(mbps "$bw") iops=$iops reqs=$q cpu_us_per_req=$(per_req "$(nth 1 "$c0" "$c1")" "$q" 10000 1) irqs_per_req=$(per_req "$(nth 2 "$c0" "$c1")" "$q") ctxsw_per_req=$(per_req "$(nth 3 "$c0" "$c1")" "$q") ipis_per_req=$(per_req "$(nth 4 "$c0" "$c1")" "$q") mark0=$m0 mark1=$M"
                 [ $drv = rs ] && line="$line notifs_per_req=$(per_req "$(dl "$n0" "$n1")" "$q")"
                 bench_line "$line"
             done

@@ -19,7 +19,7 @@ import subprocess
 import sys
 
 METRICS = ("mbps", "iops", "reqs_per_mib", "blk_reqs_per_mib", "copied_per_mib", "notifs_per_req",
-           "reqs", "dom0_notifs_per_req", "cpu_us_per_req", "irqs_per_req",
+           "reqs", "dom0_notifs_per_req", "cpu_us_per_req", "irqs_per_req", "ctxsw_per_req", "ipis_per_req",
            "memfree_kib", "slab_kib", "sunreclaim_kib", "module_kib", "attach_ms")
 LINE = re.compile(r"(BENCH(?:-INFO)?) (exp=\S+(?: \S+=\S*)*)")
 # dom0's answer to a guest's mark (tools/testing/xen/blkif-irqs).
@@ -641,33 +641,41 @@ if LAT_EXPS:
 # ---- 5. compare: C and ours side by side on one disk ----------------------------
 COMPARE_WL = {"rr4k": ("4k randread QD32", "iops"), "rr4k1": ("4k randread QD1", "iops"),
               "seqread": ("1M seq read QD4", "mbps"), "seqwrite": ("1M seq write QD4", "mbps")}
+# The domU's cost per request in compare's runs: (metric, column title, decimals).
+COST = (("cpu_us_per_req", "CPU us", 1), ("irqs_per_req", "blkif irqs", 3), ("ctxsw_per_req", "context switches", 2),
+        ("ipis_per_req", "IPIs", 3))
 if "compare" in cfg["exps"]:
-    rows, csvrows, dat = [], [], "# label c_med c_min c_max rs_med rs_min rs_max (C median = 1)\n"
+    rows, csvrows, costrows, dat = [], [], [], "# label c_med c_min c_max rs_med rs_min rs_max (C median = 1)\n"
     for pers in cfg["persistent"]:
         for wl in cfg["cwl"]:
             title, metric = COMPARE_WL[wl]
-            p = {}
+            p, cost = {}, {}
             for drv in ("c", "rs"):
                 w = {"exp": "compare", "driver": drv, "persistent": str(pers), "wl": wl}
                 lab = f"compare p={pers} {drv} {wl}"
                 p[drv] = (point(w, "mbps", label=lab, reps=cfg["compare_reps"]), point(w, metric, label=lab, reps=cfg["compare_reps"]),
                           point(w, "dom0_notifs_per_req", label=lab, reps=cfg["compare_reps"]),
-                          point(w, "notifs_per_req", drv == "rs", lab, reps=cfg["compare_reps"]),
-                          point(w, "cpu_us_per_req", label=lab, reps=cfg["compare_reps"]),
-                          point(w, "irqs_per_req", label=lab, reps=cfg["compare_reps"]))
-                csvrows.append([pers, wl, drv, metric] + mmm(p[drv][1]) + [f(p[drv][0], 2), f(p[drv][2], 3), f(p[drv][3], 3) if drv == "rs" else "", f(p[drv][4], 1), f(p[drv][5], 3)])
+                          point(w, "notifs_per_req", drv == "rs", lab, reps=cfg["compare_reps"]))
+                cost[drv] = [point(w, m, label=lab, reps=cfg["compare_reps"]) for m, _, _ in COST]
+                csvrows.append([pers, wl, drv, metric] + mmm(p[drv][1]) + [f(p[drv][0], 2), f(p[drv][2], 3), f(p[drv][3], 3) if drv == "rs" else ""]
+                               + [f(c, nd) for c, (_, _, nd) in zip(cost[drv], COST)])
             nd = 0 if metric == "iops" else 1
             pr = paired({**w, "driver": "rs"}, {**w, "driver": "c"}, metric)
             csvrows[-2] += [""]
             csvrows[-1] += [f(pr, 3)]
             rows.append([pers, title, metric, rng(p["c"][1], nd), rng(p["rs"][1], nd), ratio(p["rs"][1], p["c"][1]), rng(pr, 2), gm(pr),
-                         f(p["c"][2], 3), f(p["rs"][2], 3), f(p["rs"][3], 3), f(p["c"][4], 1), f(p["rs"][4], 1), f(p["c"][5], 3), f(p["rs"][5], 3)])
+                         f(p["c"][2], 3), f(p["rs"][2], 3), f(p["rs"][3], 3)])
+            costrows.append([pers, title] + [x for c, r, (_, _, nd) in zip(cost["c"], cost["rs"], COST) for x in (f(c, nd), f(r, nd), ratio(r, c))])
             if p["c"][1] and p["rs"][1] and p["c"][1][1]:
                 c, r, b = p["c"][1], p["rs"][1], p["c"][1][1]
                 dat += f"\"p{pers} {title}\" {c[1] / b} {c[0] / b} {c[2] / b} {r[1] / b} {r[0] / b} {r[2] / b}\n"
-    table(f"Xen C vs ours: one dom0 disk, two vbds (C xvda and ours xvdb in one boot, swapped in a second), repetitions alternating (C first, then ours first); median [min-max] of {cfg['compare_reps']}; ours/C of the medians, and paired: median [min-max] of each repetition's ours/C; backend notifications per ring request counted in dom0; domU CPU time per request",
-          ["feature_persistent", "workload", "unit", "C", "ours", "ours/C", "ours/C paired", "paired geomean", "C dom0 notif/req", "ours dom0 notif/req", "ours own notif/req", "C CPU us/req", "ours CPU us/req", "C domU irq/req", "ours domU irq/req"], rows)
-    csv("compare", ["feature_persistent", "workload", "driver", "unit", "n", "min", "median", "max", "mbps_median", "dom0_notifs_per_req_median", "own_notifs_per_req_median", "cpu_us_per_req_median", "domu_irqs_per_req_median", "paired_ratio_median"], csvrows)
+    table(f"Xen C vs ours: one dom0 disk, two vbds (C xvda and ours xvdb in one boot, swapped in a second), repetitions alternating (C first, then ours first); median [min-max] of {cfg['compare_reps']}; ours/C of the medians, and paired: median [min-max] of each repetition's ours/C; backend notifications per ring request counted in dom0",
+          ["feature_persistent", "workload", "unit", "C", "ours", "ours/C", "ours/C paired", "paired geomean", "C dom0 notif/req", "ours dom0 notif/req", "ours own notif/req"], rows)
+    table(f"Xen C vs ours, the domU's cost per request in the same runs (median of {cfg['compare_reps']}): CPU time (all vCPUs, "
+          "/proc/stat), interrupts from the blkif event channels, context switches, IPIs (RES and CAL rows of /proc/interrupts); ours/C of the medians",
+          ["feature_persistent", "workload"] + [f"{t} {d}" for _, t, _ in COST for d in ("C", "ours", "ours/C")], costrows)
+    csv("compare", ["feature_persistent", "workload", "driver", "unit", "n", "min", "median", "max", "mbps_median", "dom0_notifs_per_req_median",
+                    "own_notifs_per_req_median"] + [f"{m}_median" for m, _, _ in COST] + ["paired_ratio_median"], csvrows)
     gnuplot("compare", "set title 'Xen: ours relative to C xen-blkfront (median, min-max bars)'\nset style data histogram\n"
             "set style histogram errorbars gap 1 lw 1\nset style fill solid 0.6 border -1\nset xtics rotate by -30\nset ylabel 'relative to C (C median = 1)'\nset yrange [0:*]\n"
             "plot 'DAT' using 2:3:4:xtic(1) title 'C xen-blkfront', '' using 5:6:7 title 'ours'\n", dat)

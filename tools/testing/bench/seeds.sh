@@ -41,9 +41,11 @@
 #                          boot; one boot per repetition
 #  5. compare              Xen, C and ours on two vbds of one dom0 disk
 #                          (swapped in a second boot), alternating: 4k
-#                          randread QD32, 1M seq read/write, blkback
+#                          randread QD1 and QD32, 1M seq read/write, blkback
 #                          feature_persistent 1 and 0; backend
-#                          notifications per request counted in dom0
+#                          notifications per request counted in dom0, the
+#                          domU's CPU, interrupts, context switches and
+#                          IPIs per request
 #  6. calib                (only when asked for) compare's A/A run: C on
 #                          both vbds, so ours/C can be read against the
 #                          spread the method gives identical drivers
@@ -62,7 +64,10 @@
 # failed or a number is missing; never because a number is low.
 # Environment: KDIR, KO_DIR as for the guest runners; BENCH_REPS, BENCH_RT
 # override repetitions and fio runtime (s); BENCH_PROFILE_PAIRS the
-# profile's C/ours run pairs per workload (default 2; the smoke run 1).
+# profile's C/ours run pairs per workload (default 2; the smoke run 1);
+# BENCH_CWL compare's workloads (of rr4k1 rr4k seqread seqwrite), BENCH_PWL
+# the profile's;
+# BENCH_PERSIST the feature_persistent settings of the Xen boots ("1 0").
 set -uo pipefail
 . "$(dirname "$0")/../lib.sh"
 T=$REPO/tools/testing
@@ -137,7 +142,12 @@ xsmax=${xspoints##* }
 # repetition.
 lreps=${BENCH_REPS:-$((smoke ? 1 : 4))} lrt=${BENCH_RT:-$((smoke ? 1 : 5))}
 lwl="qd1 qd32 seqwrite"
-cwl="rr4k seqread seqwrite" pwl=$( ((smoke)) && echo seqread || echo rr4k seqread)
+# compare: 4k random reads at QD1 (one request's round trip: latency and
+# cost per request with nothing to batch) besides the seed's three; the
+# smoke run the three.
+cwl=${BENCH_CWL:-$( ((smoke)) && echo rr4k seqread seqwrite || echo rr4k1 rr4k seqread seqwrite)}
+pwl=${BENCH_PWL:-$( ((smoke)) && echo seqread || echo rr4k seqread)}
+persist=${BENCH_PERSIST:-$persist}
 cat > "$out/config.json" <<JSON
 {"smoke": $smoke, "reps": $reps, "runtime": $rt, "exps": $(js "${exps//,/ }"),
  "compare_reps": $((chalf * $(echo $swaps | wc -w))), "cwl": $(js "$cwl"), "pwl": $(js "$pwl"), "profile_pairs": $ppairs,

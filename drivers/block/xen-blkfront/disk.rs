@@ -53,6 +53,7 @@ use crate::blkmq::{
     TagSet, //
 };
 use crate::datapath::KernelStorage;
+use crate::fault;
 #[cfg(CONFIG_FAULT_INJECTION)]
 use crate::fault::FaultInjector;
 use crate::ring::{
@@ -116,6 +117,12 @@ pub(crate) struct Queues {
     requeue: BioRequeue,
     /// How many requests were sent again as their bios.
     requeued_as_bios: AtomicU64,
+    /// Of those, the batch ends fault injection sent (`resend-batch-end`),
+    /// and how many of them left the batch's earlier requests unpublished
+    /// (never, or the backend would not see them until the ring's next
+    /// batch).
+    resent_batch_ends: AtomicU64,
+    batch_ends_unpublished: AtomicU64,
 }
 
 impl Queues {
@@ -179,7 +186,8 @@ impl blkmq::Operations for BlkOps {
         *rq.data_mut() = blkmq::Status::OK;
         rq.start();
         let rw = matches!(req, Request::Read { .. } | Request::Write { .. });
-        if rw && rq.nr_phys_segments() > qd.max_segments.load(Ordering::Relaxed) {
+        let injected = rw && fault::resend_batch_end(last, || ring.has_unpublished());
+        if injected || rw && rq.nr_phys_segments() > qd.max_segments.load(Ordering::Relaxed) {
             rq.requeue_bios(&qd.requeue);
             qd.requeued_as_bios.fetch_add(1, Ordering::Relaxed);
             // blk-mq calls commit_rqs only after a failed last request:
@@ -187,6 +195,12 @@ impl blkmq::Operations for BlkOps {
             // are published here or never.
             if last {
                 ring.with_state_then_notify(|st| ((), st.push()));
+            }
+            if injected {
+                qd.resent_batch_ends.fetch_add(1, Ordering::Relaxed);
+                if ring.has_unpublished() {
+                    qd.batch_ends_unpublished.fetch_add(1, Ordering::Relaxed);
+                }
             }
             return Ok(());
         }
@@ -408,6 +422,8 @@ impl Disk {
                 max_segments: AtomicU32::new(limits.max_segments),
                 requeue: BioRequeue::new()?,
                 requeued_as_bios: AtomicU64::new(0),
+                resent_batch_ends: AtomicU64::new(0),
+                batch_ends_unpublished: AtomicU64::new(0),
             },
             GFP_KERNEL,
         )?;

@@ -5,11 +5,16 @@
 //! every ring of the disk as a bad backend response would; writing
 //! `hold-reconnect` keeps the next reconnect of a live disk (after a
 //! resume) from happening, as if the new backend never came: the disk then
-//! stays in the reconnect window until it is removed.
+//! stays in the reconnect window until it is removed; writing
+//! `resend-batch-end` sends the next 8 requests that end a batch with
+//! earlier requests not yet published out again as bios, as a request too
+//! wide for a narrower backend is (the path where the batch must still be
+//! published).
 
 #[cfg(CONFIG_FAULT_INJECTION)]
 use core::sync::atomic::{
     AtomicBool,
+    AtomicU32,
     Ordering, //
 };
 
@@ -28,6 +33,36 @@ use crate::ring::{
 /// `hold-reconnect` was written: the next reconnect is not made.
 #[cfg(CONFIG_FAULT_INJECTION)]
 static HOLD_NEXT_RECONNECT: AtomicBool = AtomicBool::new(false);
+
+/// Requests `resend-batch-end` arms: enough for a few batches of a short
+/// fio run, few enough that the re-sent bios' own requests are queued
+/// normally soon.
+#[cfg(CONFIG_FAULT_INJECTION)]
+const RESEND_BATCH_ENDS_ARMED: u32 = 8;
+
+/// Batch ends still to be sent again as bios (`resend-batch-end`).
+#[cfg(CONFIG_FAULT_INJECTION)]
+static RESEND_BATCH_ENDS: AtomicU32 = AtomicU32::new(0);
+
+/// Whether fault injection has this request, the `last` of its batch, go
+/// out again as bios: if `resend-batch-end` is armed and `unpublished()`
+/// says earlier requests of the batch wait to be published (asked only
+/// when armed: it takes the ring lock).
+pub(crate) fn resend_batch_end(last: bool, unpublished: impl FnOnce() -> bool) -> bool {
+    #[cfg(CONFIG_FAULT_INJECTION)]
+    {
+        last && RESEND_BATCH_ENDS.load(Ordering::Relaxed) != 0
+            && unpublished()
+            && RESEND_BATCH_ENDS
+                .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok()
+    }
+    #[cfg(not(CONFIG_FAULT_INJECTION))]
+    {
+        let _ = (last, unpublished);
+        false
+    }
+}
 
 /// Whether fault injection asked to hold this reconnect (once).
 pub(crate) fn reconnect_held() -> bool {
@@ -50,7 +85,7 @@ pub(crate) struct FaultInjector<O: BlockOps> {
 #[cfg(CONFIG_FAULT_INJECTION)]
 impl<O: BlockOps> kernel::debugfs::Reader for FaultInjector<O> {
     fn read_from_slice(&self, reader: &mut kernel::uaccess::UserSliceReader) -> Result {
-        let mut buf = [0u8; 16];
+        let mut buf = [0u8; 24];
         let n = reader.len().min(buf.len());
         reader.read_slice(buf.get_mut(..n).ok_or(EINVAL)?)?;
         match buf.get(..n).map(|b| b.trim_ascii_end()) {
@@ -62,6 +97,10 @@ impl<O: BlockOps> kernel::debugfs::Reader for FaultInjector<O> {
             }
             Some(b"hold-reconnect") => {
                 HOLD_NEXT_RECONNECT.store(true, Ordering::Release);
+                Ok(())
+            }
+            Some(b"resend-batch-end") => {
+                RESEND_BATCH_ENDS.store(RESEND_BATCH_ENDS_ARMED, Ordering::Release);
                 Ok(())
             }
             _ => Err(EINVAL),

@@ -402,6 +402,12 @@ impl<O: BlockOps> Ring<O> {
         f(&mut st)
     }
 
+    /// Whether requests queued on the ring wait to be published to the
+    /// backend (a batch not yet ended).
+    pub(crate) fn has_unpublished(&self) -> bool {
+        self.with_state(|st| st.pending_push)
+    }
+
     /// Like [`Ring::with_state`] for a `f` that may publish requests
     /// ([`RingState::push`]): the event the backend asked for is sent
     /// after the ring lock is dropped, so interrupts are not held off for

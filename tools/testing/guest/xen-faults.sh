@@ -1,16 +1,32 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
-# Xen domU: the ring breaks while fio has I/O in flight (the test-only
-# fault-injection file, compiled in with CONFIG_FAULT_INJECTION, breaks it
-# exactly as a bad backend response does). Every request must end: fio's
-# in-flight I/O fails with EIO within a bounded time, dmesg names the fault
-# once per ring, new I/O fails at once, no grant stays in use, the backend's
-# detach completes, every grant granted is revoked at teardown, and the
-# module unloads. Last in a boot: the disk is detached at the end.
+# Xen domU, with the test-only fault-injection file (compiled in with
+# CONFIG_FAULT_INJECTION). First, a batch whose last request is sent again
+# as bios is published all the same. Then the ring breaks while fio has
+# I/O in flight, exactly as a bad backend response breaks it. Every request
+# must end: fio's in-flight I/O fails with EIO within a bounded time, dmesg
+# names the fault once per ring, new I/O fails at once, no grant stays in
+# use, the backend's detach completes, every grant granted is revoked at
+# teardown, and the module unloads. Last in a boot: the disk is detached at
+# the end.
 . /guest/common.sh
 D=xvda
 fault_injection_disk $D || { finish; exit; }
 rings=$(dstat rings)
+
+# A batch's last request sent again as its bios (as one too wide for a
+# narrower backend is): the batch's earlier requests, queued but not yet
+# published, must be published all the same (blk-mq calls commit_rqs only
+# after a failed last request). fio submits 16 at a time (one plug, one
+# batch); the fault takes the ends of 8 batches.
+check "inject: resend-batch-end" sh -c "echo resend-batch-end > $DBG/inject"
+fio --name=batches --filename=/dev/$D --direct=1 --ioengine=libaio --iodepth=32 \
+    --iodepth_batch_submit=16 --rw=randread --bs=4k --size=64M --time_based --runtime=3 \
+    > /tmp/fio-batch.log 2>&1
+check "fio with batch ends sent again as bios" test $? = 0
+check "batch ends sent again as bios ($(dstat resent_batch_ends))" test "$(dstat resent_batch_ends)" -gt 0
+expect_eq "batch ends sent again that left the batch unpublished" "$(dstat batch_ends_unpublished)" 0
+
 dmesg_mark faults
 
 # dom0's disk throttled to 8 IOPS (QEMU's block_set_io_throttle) keeps

@@ -54,6 +54,16 @@ impl core::fmt::Debug for StatsView {
             "requeued_as_bios: {}",
             self.queues.requeued_as_bios.load(Ordering::Relaxed)
         )?;
+        writeln!(
+            f,
+            "resent_batch_ends: {}",
+            self.queues.resent_batch_ends.load(Ordering::Relaxed)
+        )?;
+        writeln!(
+            f,
+            "batch_ends_unpublished: {}",
+            self.queues.batch_ends_unpublished.load(Ordering::Relaxed)
+        )?;
         writeln!(f, "bytes_copied: {}", g.bytes_copied)?;
         writeln!(f, "grants_granted: {}", g.granted)?;
         writeln!(f, "grants_revoked: {}", g.revoked)?;

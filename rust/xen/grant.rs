@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Grant table: granting 4 KiB frames to the backend domain and revoking
-//! them, plus the frames themselves ([`Frame`], owned [`XenPage`]).
+//! them, plus the frames themselves ([`Frame`], owned [`XenPage`] and
+//! [`XenPages`]).
 //!
 //! Revocation follows xen-blkfront: [`GrantTable::try_end`] ends access
 //! only if the backend no longer maps the frame (the reference is then
@@ -31,9 +32,9 @@ const BATCH: u16 = 16;
 ///
 /// `self.0` points to a `struct page` that stays allocated for as long as
 /// any copy of this `Frame` is used (granted, read or written). Frames are
-/// only made by [`XenPage::frame`] (the owner outlives its grants: see
-/// [`XenPage`]) and by [`request_frames`] for the pages of a request
-/// blk-mq holds (the request outlives its grants).
+/// only made by [`XenPage::frame`] and [`XenPages::frames`] (the owner
+/// outlives its grants: see [`XenPage`]) and by [`request_frames`] for the
+/// pages of a request blk-mq holds (the request outlives its grants).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Frame(NonNull<bindings::page>);
 
@@ -135,6 +136,89 @@ impl Drop for XenPage {
     fn drop(&mut self) {
         // SAFETY: by the type invariant we own the page.
         unsafe { bindings::rxen_free_page(self.page.as_ptr()) };
+    }
+}
+
+/// Zeroed pages owned in blocks of contiguous pages (a ring's bounce
+/// frames or indirect pages): a thousand frames cost a list of a few dozen
+/// blocks (about 1 KiB), not an entry per page (8 KiB, three `vmalloc`
+/// pages). Each page is an order-0 page of its own (the blocks are split),
+/// so a grant's deferred release can hold one page past the others.
+/// Blocks of up to [`XenPages::MAX_BLOCK_ORDER`], smaller ones when the
+/// guest's memory is fragmented: allocating never fails for want of
+/// contiguous memory while single pages are free.
+///
+/// # Invariants
+///
+/// Each `(first, n)` of `blocks` is `n` pages from `first` on, allocated
+/// by `rxen_alloc_pages_split` and owned here: each is freed on drop.
+/// Users must end all grants of the frames (as for [`XenPage`]) before
+/// dropping it.
+pub struct XenPages {
+    blocks: KVec<(NonNull<bindings::page>, usize)>,
+}
+
+// SAFETY: the pages are exclusively owned.
+unsafe impl Send for XenPages {}
+// SAFETY: `&XenPages` only hands out `Frame`s.
+unsafe impl Sync for XenPages {}
+
+impl XenPages {
+    /// The largest block tried: 16 pages (64 KiB), within what the page
+    /// allocator keeps on hand in a guest that has run a while.
+    pub const MAX_BLOCK_ORDER: u32 = 4;
+
+    /// Allocates `count` zeroed pages (`GFP_NOIO`).
+    pub fn new(count: usize) -> Result<Self> {
+        let mut pages = Self {
+            blocks: KVec::with_capacity(count.div_ceil(1 << Self::MAX_BLOCK_ORDER), GFP_KERNEL)?,
+        };
+        let (mut left, mut order) = (count, Self::MAX_BLOCK_ORDER);
+        while left > 0 {
+            // The largest block not beyond what is left.
+            while order > 0 && (1usize << order) > left {
+                order -= 1;
+            }
+            // Room first: a block allocated is always recorded (and freed).
+            pages.blocks.reserve(1, GFP_KERNEL)?;
+            // SAFETY: plain allocation.
+            let first = unsafe { bindings::rxen_alloc_pages_split(order) };
+            match NonNull::new(first) {
+                Some(first) => {
+                    let n = 1usize << order;
+                    pages
+                        .blocks
+                        .push_within_capacity((first, n))
+                        .map_err(|_| ENOMEM)?;
+                    left -= n;
+                }
+                None if order > 0 => order -= 1,
+                None => return Err(ENOMEM),
+            }
+        }
+        Ok(pages)
+    }
+
+    /// The frames of the pages (valid while `self` lives), block by block.
+    pub fn frames(&self) -> impl Iterator<Item = Frame> + '_ {
+        self.blocks.iter().flat_map(|&(first, n)| {
+            (0..n).map(move |i| {
+                // SAFETY: `i < n`: a page of the block (type invariant).
+                let p = unsafe { bindings::rxen_page_of_block(first.as_ptr(), i) };
+                // INVARIANT: a page owned by `self` (see above).
+                Frame(NonNull::new(p).unwrap_or(first))
+            })
+        })
+    }
+}
+
+impl Drop for XenPages {
+    fn drop(&mut self) {
+        for f in self.frames() {
+            // SAFETY: by the type invariant we own each page of each block,
+            // order-0 pages since the split.
+            unsafe { bindings::rxen_free_page(f.0.as_ptr()) };
+        }
     }
 }
 

@@ -295,6 +295,31 @@ void rxen_free_page(struct page *page)
 }
 
 /*
+ * 2^order zeroed pages, contiguous, split into order-0 pages (each then
+ * freed on its own, and each can take a reference of its own, as a
+ * grant's deferred release does), or NULL. Above order 0 neither retry
+ * nor warn: the caller falls back to smaller blocks.
+ */
+struct page *rxen_alloc_pages_split(unsigned int order)
+{
+	gfp_t gfp = GFP_NOIO | __GFP_ZERO;
+	struct page *page;
+
+	if (order)
+		gfp |= __GFP_NORETRY | __GFP_NOWARN;
+	page = alloc_pages(gfp, order);
+	if (page && order)
+		split_page(page, order);
+	return page;
+}
+
+/* Page n of a block from rxen_alloc_pages_split (one memmap run). */
+struct page *rxen_page_of_block(struct page *first, unsigned long n)
+{
+	return first + n;
+}
+
+/*
  * Periodic work: @fn(@ctx) every @period_ms on the system workqueue, until
  * rxen_periodic_stop(), which waits for a running call and frees it
  * (cancel_delayed_work_sync handles the work re-queueing itself).

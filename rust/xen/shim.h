@@ -107,6 +107,10 @@ void *rxen_kmap_local_page(struct page *page);
 void rxen_kunmap_local(void *addr);
 struct page *rxen_alloc_page(void);
 void rxen_free_page(struct page *page);
+/* 2^order contiguous zeroed pages, split into order-0 pages; or NULL. */
+struct page *rxen_alloc_pages_split(unsigned int order);
+/* Page n of a block from rxen_alloc_pages_split. */
+struct page *rxen_page_of_block(struct page *first, unsigned long n);
 
 /* Periodic work (see shim.c): @fn(@ctx) every @period_ms until stopped. */
 struct rxen_periodic;

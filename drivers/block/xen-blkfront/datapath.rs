@@ -55,7 +55,7 @@ use crate::xen::{
     grant::{
         Frame,
         GrantTable,
-        XenPage, //
+        XenPages, //
     },
     ring::SharedPages,
 };
@@ -64,8 +64,8 @@ use crate::xen::{
 const _: () = assert!(kernel::page::PAGE_SIZE == XEN_PAGE_SIZE as usize);
 
 /// A fixed-size buffer of the data path: up to a page from the slab, a
-/// larger one (a ring's pool entries, copy records, bounce frame handles:
-/// tens of KiB each) from `vmalloc`, which takes whole pages. `kmalloc`
+/// larger one (a ring's pool entries and copy records: tens of KiB each)
+/// from `vmalloc`, which takes whole pages. `kmalloc`
 /// (and so `kvmalloc`, which tries it first) hands a buffer over 8 KiB a
 /// power-of-two number of pages: 25 KiB of pool entries took 32.
 pub(crate) enum KBuf<T> {
@@ -219,7 +219,7 @@ pub(crate) struct RingDataPath<Rq> {
     /// The frames handed to the data path (bounce frames, or a placeholder
     /// and the slots' indirect pages); freed after `datapath` and
     /// `grant_table`.
-    _pages: KBuf<XenPage>,
+    _pages: XenPages,
     /// Start of the purge clock.
     epoch: Instant<Monotonic>,
 }
@@ -237,12 +237,11 @@ impl<Rq> RingDataPath<Rq> {
     ) -> Result<KBox<Self>> {
         let geo = Geometry::new(n, size, wire_max);
         let count = geo.frames(n.copy_data);
-        let mut pages = KBuf::with_capacity(count)?;
+        let pages = XenPages::new(count)?;
+        // The data path keeps them in its own tables: this list goes.
         let mut frames = KBuf::with_capacity(count)?;
-        for _ in 0..count {
-            let p = XenPage::new()?;
-            frames.push(p.frame())?;
-            pages.push(p)?;
+        for f in pages.frames() {
+            frames.push(f)?;
         }
         let datapath = DataPath::new(n, geo, handle, frames.as_ref(), 0).map_err(|_| ENOMEM)?;
         Ok(KBox::new(

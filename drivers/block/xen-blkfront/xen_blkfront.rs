@@ -405,6 +405,31 @@ mod tests {
     }
 
     #[test]
+    fn pages_in_blocks_are_as_many_distinct_zeroed_frames_as_asked() -> Result {
+        use super::xen::grant::XenPages;
+        // Two blocks of 16, then 4 and 1: every block size the loop takes.
+        let pages = XenPages::new(37).map_err(|_| EINVAL)?;
+        let mut frames = KVec::new();
+        for f in pages.frames() {
+            // Zeroed, and its own: no frame before it was this page (each
+            // marks its first and last byte once read).
+            let (mut head, mut tail) = ([0xffu8], [0xffu8]);
+            f.read(0, &mut head).map_err(|_| EINVAL)?;
+            f.read(4095, &mut tail).map_err(|_| EINVAL)?;
+            assert_eq!((head, tail), ([0], [0]));
+            f.write(0, &[1]).map_err(|_| EINVAL)?;
+            f.write(4095, &[1]).map_err(|_| EINVAL)?;
+            frames.push(f, GFP_KERNEL)?;
+        }
+        assert_eq!(frames.len(), 37);
+        for (i, a) in frames.iter().enumerate() {
+            assert!(frames.iter().skip(i + 1).all(|b| b != a));
+        }
+        assert_eq!(XenPages::new(0).map_err(|_| EINVAL)?.frames().count(), 0);
+        Ok(())
+    }
+
+    #[test]
     fn unknown_status_is_an_io_error_not_a_panic() -> Result {
         use super::blkcore::datapath::Status;
         let n = nego(GOOD)?.map_err(|_| EINVAL)?;

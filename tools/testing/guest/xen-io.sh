@@ -167,13 +167,13 @@ if [ -r "$S" ]; then
         dd if=/dev/zero of=/dev/$D bs=128k count=256 seek=512 oflag=direct 2>/dev/null
         g1=$(st grants_granted)
         check "persistent grants: no new grants over 64 MiB more I/O (granted $g0 -> $g1)" [ "$g0" -gt 0 -a "$g1" = "$g0" ]
-        # The data path's tables over a page (pool entries, bounce frames'
-        # handles, copy records: tens of KiB per ring with bounce frames)
-        # come from vmalloc, which takes single pages: never a high-order
-        # allocation that fails on a fragmented guest. /proc/vmallocinfo
-        # names the allocating function (`KBuf::with_capacity`).
+        # The data path's tables over a page (pool entries and copy
+        # records: tens of KiB per ring with bounce frames) come from
+        # vmalloc, which takes single pages: never a high-order allocation
+        # that fails on a fragmented guest. /proc/vmallocinfo names the
+        # allocating function (`KBuf::with_capacity`): two per ring.
         nv=$(grep -c 'KBuf.*\[xen_blkfront_rs\]' /proc/vmallocinfo)
-        check "bounce frames: the data path's tables over a page are vmalloc areas ($nv), not high-order pages" [ "$nv" -ge 3 ]
+        check "bounce frames: the data path's tables over a page are vmalloc areas ($nv on $(st rings) ring(s)), not high-order pages" [ "$nv" -ge $((2 * $(st rings))) ]
     fi
     # An idle disk gives back what the backend stopped mapping: dom0's
     # blkback unmaps grants unused for 1 s, and the 10 s purge (upstream's

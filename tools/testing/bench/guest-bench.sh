@@ -535,10 +535,10 @@ exp_latency() {
 # (xvdb): the A/A spread, the difference between the two vbds in it; then
 # xvdb goes to ours, labels "c" (C, xvda) and "rs" (ours, xvdb). The two
 # labels of a phase alternate which runs first.
-lat_xen_pairs() { # FIRST SECOND
+lat_xen_pairs() { # FIRST SECOND (repetitions numbered on from REP0)
     local w r lab
     for w in $LWL; do
-        for r in $(seq 1 "$REPS"); do
+        for r in $(seq $((${REP0:-0} + 1)) $((${REP0:-0} + REPS))); do
             for lab in $([ $((r % 2)) = 1 ] && echo "$1 $2" || echo "$2 $1"); do
                 lat_fio $lab "$(dev_of $lab)" "$w" "$r" " persistent=$PERSIST"
             done

@@ -23,8 +23,9 @@
 #                          write QD4; C, ours and C again alternating in
 #                          one boot (C against C: the A/A spread)
 #  4d. xlatency            (only when asked for) latency on Xen, blkback
-#                          feature_persistent 1 and 0, one boot each: C on
-#                          two vbds of one disk (A/A), then C and ours
+#                          feature_persistent 1 and 0, two boots each: C on
+#                          two vbds of one disk (A/A), then C and ours (ours
+#                          on xvdb, then on xvda in the second boot)
 #  4f. xattach             (only when asked for) Xen: time from a fresh
 #                          vbd's frontend node to its disk in /sys/block,
 #                          the userspace blkif backend creating it again
@@ -251,9 +252,16 @@ ml=bench-${mexps%% *}
 want latency && run bench-latency "$T/virtio-guest.sh" -l bench-latency -d 256M -t $((smoke ? 240 : 1200)) \
     "$(guest_script bench-latency "${common[@]}" "EXPS=latency" "REPS=$lreps" "RT=$lrt" "LWL='$lwl'" LATSIZE=64M)"
 # xlatency: as compare, two vbds of one dom0 disk, dom0 and the domU pinned.
+# Ours on xvdb in one boot and on xvda in a second (SWAP=1, as compare),
+# half the repetitions in each: a difference between the vbds weighs on
+# both drivers alike.
+lhalf=$(( (lreps + 1) / 2 ))
 want xlatency && for p in $persist; do
-    run bench-xen-latency-p$p "$T/xen-guest.sh" -l bench-xen-latency-p$p -2 -P -p "$p" -b 512 -t 1500 \
-        "$(guest_script bench-xen-latency-p$p "${common[@]}" "EXPS=xlatency" "REPS=$lreps" "RT=$lrt" "LWL='$lwl'" LATSIZE=64M SEGS=32 PERSIST=$p)"
+    for swap in $swaps; do
+        l=bench-xen-latency-p$p-s$swap
+        run $l "$T/xen-guest.sh" -l $l -2 -P -p "$p" -b 512 -t 1500 \
+            "$(guest_script $l "${common[@]}" "EXPS=xlatency" "REPS=$lhalf" "REP0=$((swap * lhalf))" SWAP=$swap "RT=$lrt" "LWL='$lwl'" LATSIZE=64M SEGS=32 PERSIST=$p)"
+    done
 done
 # xmemory and xattach: one boot when both are asked for, the vbd served by
 # the userspace blkif backend (persistent grants offered, its default);

@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Grant table: granting 4 KiB frames to the backend domain and revoking
-//! them, plus the frames themselves ([`Frame`], owned [`XenPage`] and
-//! [`XenPages`]).
+//! them, plus the frames themselves ([`Frame`], owned [`XenPages`]).
 //!
 //! Revocation follows xen-blkfront: [`GrantTable::try_end`] ends access
 //! only if the backend no longer maps the frame (the reference is then
@@ -32,9 +31,9 @@ const BATCH: u16 = 16;
 ///
 /// `self.0` points to a `struct page` that stays allocated for as long as
 /// any copy of this `Frame` is used (granted, read or written). Frames are
-/// only made by [`XenPage::frame`] and [`XenPages::frames`] (the owner
-/// outlives its grants: see [`XenPage`]) and by [`request_frames`] for the
-/// pages of a request blk-mq holds (the request outlives its grants).
+/// only made by [`XenPages::frames`] (the owner outlives its grants: see
+/// [`XenPages`]) and by [`request_frames`] for the pages of a request
+/// blk-mq holds (the request outlives its grants).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Frame(NonNull<bindings::page>);
 
@@ -102,43 +101,6 @@ impl Frame {
     }
 }
 
-/// An owned, zeroed page (bounce frame or indirect page).
-///
-/// # Invariants
-///
-/// `self.page` was returned by `alloc_page()` and is freed on drop. Users
-/// must end all grants of [`XenPage::frame`] (with [`GrantTable::try_end`]
-/// succeeding or [`GrantTable::end`]) before dropping it.
-pub struct XenPage {
-    page: NonNull<bindings::page>,
-}
-
-// SAFETY: the page is exclusively owned.
-unsafe impl Send for XenPage {}
-// SAFETY: `&XenPage` only hands out `Frame`s.
-unsafe impl Sync for XenPage {}
-
-impl XenPage {
-    /// Allocates a zeroed page (`GFP_NOIO`).
-    pub fn new() -> Result<Self> {
-        // SAFETY: plain allocation.
-        let p = unsafe { bindings::rxen_alloc_page() };
-        NonNull::new(p).map(|page| Self { page }).ok_or(ENOMEM)
-    }
-
-    /// The frame of this page (valid while `self` lives).
-    pub fn frame(&self) -> Frame {
-        Frame(self.page)
-    }
-}
-
-impl Drop for XenPage {
-    fn drop(&mut self) {
-        // SAFETY: by the type invariant we own the page.
-        unsafe { bindings::rxen_free_page(self.page.as_ptr()) };
-    }
-}
-
 /// Zeroed pages owned in blocks of contiguous pages (a ring's bounce
 /// frames or indirect pages): a thousand frames cost a list of a few dozen
 /// blocks (about 1 KiB), not an entry per page (8 KiB, three `vmalloc`
@@ -152,8 +114,8 @@ impl Drop for XenPage {
 ///
 /// Each `(first, n)` of `blocks` is `n` pages from `first` on, allocated
 /// by `rxen_alloc_pages_split` and owned here: each is freed on drop.
-/// Users must end all grants of the frames (as for [`XenPage`]) before
-/// dropping it.
+/// Users must end all grants of the frames (with [`GrantTable::try_end`]
+/// succeeding or [`GrantTable::end`]) before dropping it.
 pub struct XenPages {
     blocks: KVec<(NonNull<bindings::page>, usize)>,
 }

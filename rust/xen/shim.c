@@ -284,11 +284,6 @@ void rxen_kunmap_local(void *addr)
 	kunmap_local(addr);
 }
 
-struct page *rxen_alloc_page(void)
-{
-	return alloc_page(GFP_NOIO | __GFP_ZERO);
-}
-
 void rxen_free_page(struct page *page)
 {
 	__free_page(page);

@@ -105,7 +105,6 @@ void rxen_gnttab_end_foreign_access(u32 ref, struct page *page);
 /* ---- pages ---- */
 void *rxen_kmap_local_page(struct page *page);
 void rxen_kunmap_local(void *addr);
-struct page *rxen_alloc_page(void);
 void rxen_free_page(struct page *page);
 /* 2^order contiguous zeroed pages, split into order-0 pages; or NULL. */
 struct page *rxen_alloc_pages_split(unsigned int order);

@@ -389,18 +389,19 @@ mod tests {
 
     #[test]
     fn frames_check_bounds_and_copy() -> Result {
-        use super::xen::grant::XenPage;
-        let a = XenPage::new().map_err(|_| EINVAL)?;
-        let b = XenPage::new().map_err(|_| EINVAL)?;
-        assert!(a.frame().write(4090, &[0u8; 8]).is_err());
-        assert!(a.frame().write(100, b"hello").is_ok());
-        assert!(a.frame().copy_to(100, b.frame(), 4092, 5).is_err());
-        assert!(a.frame().copy_to(100, b.frame(), 200, 5).is_ok());
+        use super::xen::grant::XenPages;
+        let pages = XenPages::new(2).map_err(|_| EINVAL)?;
+        let mut frames = pages.frames();
+        let (a, b) = (frames.next().ok_or(EINVAL)?, frames.next().ok_or(EINVAL)?);
+        assert!(a.write(4090, &[0u8; 8]).is_err());
+        assert!(a.write(100, b"hello").is_ok());
+        assert!(a.copy_to(100, b, 4092, 5).is_err());
+        assert!(a.copy_to(100, b, 200, 5).is_ok());
         let mut out = [0u8; 5];
-        b.frame().read(200, &mut out).map_err(|_| EINVAL)?;
+        b.read(200, &mut out).map_err(|_| EINVAL)?;
         assert_eq!(&out, b"hello");
         // A frame never copies onto itself.
-        assert!(a.frame().copy_to(0, a.frame(), 8, 8).is_err());
+        assert!(a.copy_to(0, a, 8, 8).is_err());
         Ok(())
     }
 

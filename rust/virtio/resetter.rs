@@ -53,15 +53,18 @@ unsafe impl Send for Resetter {}
 unsafe impl Sync for Resetter {}
 
 impl Resetter {
-    /// Reset the device now (`virtio_reset_device`): it stops using every
-    /// buffer it was given and raises no more virtqueue interrupts (the
-    /// transport waits for the running handlers). The virtqueues stay, with
+    /// Reset the device now: its virtqueues are broken first (from then on
+    /// no used entry is read and nothing can be added: adding fails with
+    /// `EIO`), the callbacks already running are waited for, then the
+    /// device is reset (`virtio_reset_device`): it stops using every
+    /// buffer it was given. So no request ends, and no used entry is read,
+    /// until the device is known to be reset. The virtqueues stay, with
     /// what was added to them: take it back with
     /// [`BlkVq::take_back_after_reset`](super::blk::BlkVq::take_back_after_reset). Process context; may sleep.
     pub fn reset(&self) -> Reset {
         // SAFETY: the device is alive and bound to our driver (type
         // invariant); the caller is in process context (as documented).
-        unsafe { shim::blkfront_rs_virtio_reset_device(self.vdev.as_ptr()) };
+        unsafe { shim::blkfront_rs_virtio_fence_and_reset(self.vdev.as_ptr()) };
         Reset(())
     }
 }

@@ -259,6 +259,22 @@ void blkfront_rs_virtio_reset_device(struct virtio_device *vdev)
 	virtio_reset_device(vdev);
 }
 
+/*
+ * A driver giving up on a live device: its virtqueues are broken first
+ * (no used entry is read from then on, by an interrupt or by polling) and
+ * the callbacks already running are waited for; then the device is reset.
+ * Without the fence a late interrupt read used entries the device wrote
+ * before the reset, for buffers already taken back ("id N is not a head!"),
+ * and one for a descriptor reused since would end a new request early.
+ * virtio_reset_device does the same only with CONFIG_VIRTIO_HARDEN_NOTIFICATION.
+ */
+void blkfront_rs_virtio_fence_and_reset(struct virtio_device *vdev)
+{
+	virtio_break_device(vdev);
+	virtio_synchronize_cbs(vdev);
+	virtio_reset_device(vdev);
+}
+
 struct virtio_device *blkfront_rs_vq_vdev(struct virtqueue *vq)
 {
 	return vq->vdev;

@@ -65,6 +65,7 @@ void blkfront_rs_virtio_del_vqs(struct virtio_device *vdev);
 unsigned int blkfront_rs_virtio_nr_own_vqs(struct virtio_device *vdev);
 void blkfront_rs_virtio_device_ready(struct virtio_device *vdev);
 void blkfront_rs_virtio_reset_device(struct virtio_device *vdev);
+void blkfront_rs_virtio_fence_and_reset(struct virtio_device *vdev);
 
 /* Virtqueue. */
 struct virtio_device *blkfront_rs_vq_vdev(struct virtqueue *vq);

@@ -11,7 +11,6 @@ use core::sync::atomic::{
 use kernel::{
     c_str,
     new_mutex,
-    new_spinlock_irq,
     prelude::*,
     sync::{
         Arc,
@@ -260,32 +259,12 @@ impl virtio::Driver for VirtioBlk {
         let mut vqs = KVec::with_capacity(found.len(), GFP_KERNEL)?;
         for vq in found {
             vqs.push(
-                KBox::pin_init(
-                    pin_init!(VqSlot {
-                        vq <- new_spinlock_irq!(BlkVq::new(vq), "virtio_blk_rs:vq"),
-                        requests: AtomicU64::new(0),
-                        notifies: AtomicU64::new(0),
-                        ring_full: AtomicU64::new(0),
-                        polled: AtomicU64::new(0),
-                        chained: AtomicU64::new(0),
-                        batches: AtomicU64::new(0),
-                        answered: AtomicU64::new(0),
-                        answered_at_timeout: AtomicU64::new(0),
-                    }),
-                    GFP_KERNEL,
-                )?,
+                KBox::pin_init(VqSlot::new(BlkVq::new(vq)), GFP_KERNEL)?,
                 GFP_KERNEL,
             )?;
         }
         let queues = Arc::new(
-            Queues {
-                le: dev.is_little_endian(),
-                vqs,
-                resetter: Some(dev.resetter()),
-                given_up: AtomicBool::new(false),
-                undefined_status_named: AtomicBool::new(false),
-                broken_named: AtomicBool::new(false),
-            },
+            Queues::new(dev.is_little_endian(), vqs, Some(dev.resetter())),
             GFP_KERNEL,
         )?;
         dev_info!(
@@ -421,6 +400,9 @@ impl virtio::Driver for VirtioBlk {
     }
 
     fn remove(self: Pin<&Self>, dev: &virtio::Device) {
+        // del_gendisk waits for the requests in flight: a queue that
+        // answers nothing is given up on after one io_timeout.
+        self.queues.removing.store(true, Ordering::Relaxed);
         let disk = self.disk.lock().take();
         if let Some(disk) = &disk {
             // Removed between a freeze and its restore: the held requests
@@ -440,7 +422,7 @@ impl virtio::Driver for VirtioBlk {
             .fold(0u32, |n, s| n.saturating_add(s.vq.lock().late_id_answers()));
         dev_info!(
             dev,
-            "[{}] removed: {} requests, {} notifications on {} queues, {} ring-full retries, {} late GET_ID answers, {} polled completions, {} chained scatterlists, {} batches\n",
+            "[{}] removed: {} requests, {} notifications on {} queues, {} ring-full retries, {} late GET_ID answers, {} polled completions, {} chained scatterlists, {} batches, {} request timeouts\n",
             self.disk_name.as_str(),
             t.requests,
             t.notifies,
@@ -449,7 +431,8 @@ impl virtio::Driver for VirtioBlk {
             late_id,
             t.polled,
             t.chained,
-            t.batches
+            t.batches,
+            t.timeouts
         );
     }
 

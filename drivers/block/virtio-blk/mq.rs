@@ -9,14 +9,26 @@ use core::sync::atomic::{
 };
 
 use kernel::{
+    new_spinlock,
+    new_spinlock_irq,
     prelude::*,
     sync::{
         Arc,
         ArcBorrow,
+        SpinLock,
         SpinLockIrq, //
+    },
+    time::{
+        Instant,
+        Monotonic, //
     }, //
 };
 
+use crate::blkcore::stall::{
+    give_up_limit,
+    Silence,
+    StallWatch, //
+};
 use crate::blkmq::{
     self,
     HwQueue,
@@ -57,11 +69,45 @@ pub(crate) struct VqSlot {
     pub(crate) chained: AtomicU64,
     /// Batches of requests added under one lock hold (`queue_rqs`).
     pub(crate) batches: AtomicU64,
-    /// Requests the device answered through the interrupt.
+    /// Requests the device answered through the interrupt, or that a
+    /// request timeout found answered ([`BlkOps::timeout`]).
     pub(crate) answered: AtomicU64,
-    /// `answered + polled` when a request of this queue last timed out
-    /// ([`BlkOps::timeout`]).
-    pub(crate) answered_at_timeout: AtomicU64,
+    /// Request timeouts ([`BlkOps::timeout`]): each a request that
+    /// waited a whole `io_timeout`.
+    pub(crate) timeouts: AtomicU64,
+    /// Slow or stalled, from the request timeouts.
+    #[pin]
+    pub(crate) stall: SpinLock<StallWatch>,
+}
+
+impl VqSlot {
+    /// A slot for `vq`, its counters at zero.
+    pub(crate) fn new(vq: BlkVq<BlkOps>) -> impl PinInit<Self> {
+        pin_init!(VqSlot {
+            vq <- new_spinlock_irq!(vq, "virtio_blk_rs:vq"),
+            requests: AtomicU64::new(0),
+            notifies: AtomicU64::new(0),
+            ring_full: AtomicU64::new(0),
+            polled: AtomicU64::new(0),
+            chained: AtomicU64::new(0),
+            batches: AtomicU64::new(0),
+            answered: AtomicU64::new(0),
+            timeouts: AtomicU64::new(0),
+            stall <- new_spinlock!(StallWatch::new(), "virtio_blk_rs:stall"),
+        })
+    }
+
+    /// Ends the requests the device answered that nobody took yet, under
+    /// the lock (as upstream's `virtblk_poll`): returns how many.
+    fn reap(&self) -> u32 {
+        let mut found = 0u32;
+        let mut vq = self.vq.lock();
+        while let Some(rq) = vq.complete_one() {
+            rq.complete();
+            found = found.saturating_add(1);
+        }
+        found
+    }
 }
 
 /// State shared with blk-mq callbacks and interrupts.
@@ -74,6 +120,12 @@ pub(crate) struct Queues {
     pub(crate) resetter: Option<virtio::Resetter>,
     /// Set once the device was given up on (reset, its requests failed).
     pub(crate) given_up: AtomicBool,
+    /// Set when the disk's removal starts: from then on a queue silent for
+    /// one `io_timeout` is given up on ([`give_up_limit`]), so that
+    /// removal ends.
+    pub(crate) removing: AtomicBool,
+    /// Start of the stall watch's clock.
+    epoch: Instant<Monotonic>,
     /// Set once an undefined status byte was named ([`BlkOps::complete`]).
     pub(crate) undefined_status_named: AtomicBool,
     /// Set once a broken virtqueue was named ([`Queues::name_broken_queue`]).
@@ -81,17 +133,38 @@ pub(crate) struct Queues {
 }
 
 impl Queues {
-    /// A request of queue `index` timed out and the queue answered nothing
-    /// for a whole timeout period: the device is stuck (it stalls, or its
-    /// ring is broken, e.g. after an answer the virtio core refused).
+    /// Queues over `vqs` for a device of byte order `le` (little-endian),
+    /// reset by `resetter` when given up on (`None`: the KUnit cases'
+    /// queues, which have no device).
+    pub(crate) fn new(
+        le: bool,
+        vqs: KVec<Pin<KBox<VqSlot>>>,
+        resetter: Option<virtio::Resetter>,
+    ) -> Self {
+        Queues {
+            le,
+            vqs,
+            resetter,
+            given_up: AtomicBool::new(false),
+            removing: AtomicBool::new(false),
+            epoch: Instant::now(),
+            undefined_status_named: AtomicBool::new(false),
+            broken_named: AtomicBool::new(false),
+        }
+    }
+
+    /// Queue `index` answered nothing for `silent_ms`, the limit the user
+    /// set (`give_up_after_ms`) or removal's: the device is stalled, or
+    /// its ring is broken (e.g. after an answer the virtio core refused).
     /// Upstream waits for ever, and with it every task waiting for the
-    /// disk, its removal included. Instead: reset the device (it no longer
-    /// uses any buffer, so ending the requests hands back no page it could
-    /// still write), end every request it held with an I/O error, and from
-    /// then on fail every request at once. One line names the queue.
-    /// False if it was done before (no request is left in flight then) or
-    /// cannot be done (no device: the KUnit cases' queues).
-    fn give_up(&self, index: usize, timeout_ms: u32) -> bool {
+    /// disk, its removal included. Reset the device (fenced first: no used
+    /// entry is read after this decision; reset: it no longer uses any
+    /// buffer, so ending the requests hands back no page it could still
+    /// write), end every request it held with an I/O error, and from then
+    /// on fail every request at once. One line names the queue. False if
+    /// it was done before (no request is left in flight then) or cannot be
+    /// done (no device: the KUnit cases' queues).
+    fn give_up(&self, index: usize, silent_ms: u64) -> bool {
         let Some(resetter) = &self.resetter else {
             return false;
         };
@@ -114,7 +187,7 @@ impl Queues {
                 resetter.as_dev(),
                 "request queue {} answered nothing for {} ms: device reset, {} requests failed; I/O fails until it is removed\n",
                 index,
-                timeout_ms,
+                silent_ms,
                 failed
             );
         }
@@ -181,6 +254,7 @@ impl Queues {
             polled: sum(|s| &s.polled),
             chained: sum(|s| &s.chained),
             batches: sum(|s| &s.batches),
+            timeouts: sum(|s| &s.timeouts),
         }
     }
 }
@@ -193,6 +267,7 @@ pub(crate) struct QueueTotals {
     pub(crate) polled: u64,
     pub(crate) chained: u64,
     pub(crate) batches: u64,
+    pub(crate) timeouts: u64,
 }
 
 /// The virtio-blk command for a block-layer operation (`no_unmap`: the
@@ -316,27 +391,38 @@ impl blkmq::Operations for BlkOps {
         rq.end(status);
     }
 
-    /// A request waits too long: the device is slow if its queue answered
-    /// others since the last timeout (one more period), stuck if not
-    /// ([`Queues::give_up`]).
+    /// A request waited the queue's `io_timeout`. What the device answered
+    /// and nobody took yet ends now (a lost interrupt; a poll queue whose
+    /// polling task is stopped). Then the queue waits on, as upstream,
+    /// unless it answered nothing for `give_up_after_ms`, or for one
+    /// `io_timeout` while the disk is removed ([`Queues::give_up`]).
     fn timeout(qd: ArcBorrow<'_, Queues>, hctx: HwQueue, timeout_ms: u32) -> Timeout {
         let index = hctx.index() as usize;
         let Some(slot) = qd.vqs.get(index) else {
             return Timeout::ResetTimer;
         };
-        let answered = slot
+        slot.timeouts.fetch_add(1, Ordering::Relaxed);
+        let found = slot.reap();
+        if found != 0 {
+            slot.answered.fetch_add(u64::from(found), Ordering::Relaxed);
+        }
+        let answers = slot
             .answered
             .load(Ordering::Relaxed)
             .wrapping_add(slot.polled.load(Ordering::Relaxed));
-        if slot.answered_at_timeout.swap(answered, Ordering::Relaxed) != answered {
-            return Timeout::ResetTimer;
-        }
-        // Every request the device held was ended by the reset: the timed
-        // out one among them.
-        if qd.give_up(index, timeout_ms) {
-            Timeout::Done
-        } else {
-            Timeout::ResetTimer
+        let limit = give_up_limit(
+            crate::params::give_up_after_ms.value(),
+            timeout_ms,
+            qd.removing.load(Ordering::Relaxed),
+        );
+        let now_ms = u64::try_from(qd.epoch.elapsed().as_millis()).unwrap_or(0);
+        let silence = slot.stall.lock().timed_out(answers, now_ms, limit);
+        match silence {
+            Silence::Tolerated => Timeout::ResetTimer,
+            // Every request the device held was ended by the reset: the
+            // timed out one among them.
+            Silence::TooLong { silent_ms } if qd.give_up(index, silent_ms) => Timeout::Done,
+            Silence::TooLong { .. } => Timeout::ResetTimer,
         }
     }
 
@@ -344,16 +430,10 @@ impl blkmq::Operations for BlkOps {
         let Some(slot) = qd.vqs.get(hctx.index() as usize) else {
             return 0;
         };
-        let mut found = 0u32;
-        // Under the lock, as upstream's `virtblk_poll`: a polled request
-        // completes in this task, and ending it reruns the queue only
-        // asynchronously, so `queue_rq` cannot be re-entered here.
-        let mut vq = slot.vq.lock();
-        while let Some(rq) = vq.complete_one() {
-            rq.complete();
-            found = found.saturating_add(1);
-        }
-        drop(vq);
+        // A polled request completes in this task, and ending it reruns
+        // the queue only asynchronously, so `queue_rq` cannot be
+        // re-entered under the lock.
+        let found = slot.reap();
         // blk-mq polls in a loop, mostly finding nothing: leave the shared
         // counter's cache line alone then.
         if found != 0 {

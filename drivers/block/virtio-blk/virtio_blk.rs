@@ -89,6 +89,9 @@ param::sysfs_params! {
     /// Ours: the GET_ID deadline.
     get_id_timeout_ms: u32 = 5000, 0o444,
         "How long probe waits for the serial (VIRTIO_BLK_T_GET_ID) before adding the disk without one (0, a test hook: send it already given up on and without notifying the device; its answer, if any, is dropped)";
+    /// Ours: upstream has no request timeout and waits for ever.
+    give_up_after_ms: u32 = 0, 0o644,
+        "0 (default): a device that answers nothing, however long, is waited for, like virtio_blk; N: when a queue with requests in flight answered none for N ms the device is reset, its requests fail, and so does all I/O until it is removed (checked at each io_timeout: after N to N + io_timeout ms). Removing the disk gives up on a queue silent for one io_timeout, whatever this says (writable)";
 }
 
 struct VirtioBlkModule {
@@ -109,8 +112,6 @@ impl kernel::Module for VirtioBlkModule {
 
 #[kunit_tests(virtio_blk_rs)]
 mod tests {
-    use core::sync::atomic::AtomicBool;
-
     use kernel::{
         prelude::*,
         sync::Arc, //
@@ -168,17 +169,7 @@ mod tests {
     /// What the block layer applies of `l` to a real (not added) disk of
     /// `capacity` sectors on a tag set of this driver.
     fn applied_limits(l: &QueueLimits, capacity: u64) -> Result<QueueLimits> {
-        let queues = Arc::new(
-            Queues {
-                le: true,
-                vqs: KVec::new(),
-                resetter: None,
-                given_up: AtomicBool::new(false),
-                undefined_status_named: AtomicBool::new(false),
-                broken_named: AtomicBool::new(false),
-            },
-            GFP_KERNEL,
-        )?;
+        let queues = Arc::new(Queues::new(true, KVec::new(), None), GFP_KERNEL)?;
         let tagset = Arc::pin_init(
             TagSet::<BlkOps>::new(1, 4, l.max_segments, queues),
             GFP_KERNEL,

@@ -220,8 +220,13 @@ pub(crate) struct RingDataPath<Rq> {
     /// and the slots' indirect pages); freed after `datapath` and
     /// `grant_table`.
     _pages: XenPages,
-    /// Start of the purge clock.
+    /// Start of the ring's clock ([`RingDataPath::clock_ms`]).
     epoch: Instant<Monotonic>,
+}
+
+/// Milliseconds since `epoch` (monotonic: never negative).
+fn elapsed_ms(epoch: &Instant<Monotonic>) -> u64 {
+    u64::try_from(epoch.elapsed().as_millis()).unwrap_or(0)
 }
 
 impl<Rq> RingDataPath<Rq> {
@@ -259,9 +264,14 @@ impl<Rq> RingDataPath<Rq> {
     /// [`DataPath::maybe_purge`]).
     pub(crate) fn maybe_purge(&mut self) {
         let epoch = &self.epoch;
-        self.datapath.maybe_purge(&mut self.grant_table, || {
-            u64::try_from(epoch.elapsed().as_millis()).unwrap_or(0)
-        });
+        self.datapath
+            .maybe_purge(&mut self.grant_table, || elapsed_ms(epoch));
+    }
+
+    /// Milliseconds since the ring connected: the clock of the purge and
+    /// of the stall watch.
+    pub(crate) fn clock_ms(&self) -> u64 {
+        elapsed_ms(&self.epoch)
     }
 
     /// Revokes the idle persistent grants the backend no longer maps, now.

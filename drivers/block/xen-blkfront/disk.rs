@@ -39,7 +39,8 @@ use crate::blkcore::{
         DiskName,
         XEN_PARTS_PER_EXT_DISK, //
     },
-    negotiate::Negotiated, //
+    negotiate::Negotiated,
+    stall::give_up_limit, //
 };
 use crate::blkmq::{
     self,
@@ -123,6 +124,10 @@ pub(crate) struct Queues {
     /// batch).
     resent_batch_ends: AtomicU64,
     batch_ends_unpublished: AtomicU64,
+    /// Set when the disk's removal starts: from then on a ring silent for
+    /// one `io_timeout` is given up on ([`give_up_limit`]), so that
+    /// removal ends.
+    removing: AtomicBool,
 }
 
 impl Queues {
@@ -269,12 +274,18 @@ impl blkmq::Operations for BlkOps {
         rq.end(status);
     }
 
-    /// A request waited the queue's `io_timeout`: its ring is slow if it
-    /// answered others since the last timeout (one more period), stuck if
-    /// not, and then broken ([`Ring::timed_out`]).
+    /// A request waited the queue's `io_timeout`: its ring takes what is
+    /// already answered and waits on, as upstream, unless it answered
+    /// nothing for `give_up_after_ms`, or for one `io_timeout` while the
+    /// disk is removed ([`Ring::timed_out`]).
     fn timeout(qd: QueueDataRef<'_, Self>, hctx: HwQueue, timeout_ms: u32) -> blkmq::Timeout {
+        let limit = give_up_limit(
+            crate::params::give_up_after_ms.value(),
+            timeout_ms,
+            qd.removing.load(Ordering::Relaxed),
+        );
         match qd.ring_for(hctx) {
-            Some(ring) if ring.timed_out(timeout_ms) => blkmq::Timeout::Done,
+            Some(ring) if ring.timed_out(limit) => blkmq::Timeout::Done,
             _ => blkmq::Timeout::ResetTimer,
         }
     }
@@ -424,6 +435,7 @@ impl Disk {
                 requeued_as_bios: AtomicU64::new(0),
                 resent_batch_ends: AtomicU64::new(0),
                 batch_ends_unpublished: AtomicU64::new(0),
+                removing: AtomicBool::new(false),
             },
             GFP_KERNEL,
         )?;
@@ -552,6 +564,7 @@ impl Disk {
     /// Bios waiting to be sent again are submitted first (they fail at once
     /// if the rings are dead); the queue's drain covers any requeued after.
     pub(crate) fn remove(self) {
+        self.queues.removing.store(true, Ordering::Relaxed);
         self.queues.requeue.flush();
         for r in self.queues.rings.iter() {
             r.wait_held();

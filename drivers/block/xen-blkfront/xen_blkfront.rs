@@ -84,6 +84,9 @@ param::sysfs_params! {
     /// Writable, as upstream: read each time the frontend connects.
     trusted: bool = true, 0o644,
         "Trust the backend with direct access to I/O pages; false bounces all data (default true; writable, applies from the next connection)";
+    /// Ours: upstream has no request timeout and waits for ever.
+    give_up_after_ms: u32 = 0, 0o644,
+        "0 (default): a backend that answers nothing, however long, is waited for, like xen-blkfront; N: a ring with requests in flight that answered none for N ms is given up on, its requests and new ones fail until the backend reconnects (checked at each io_timeout: after N to N + io_timeout ms). Removing the disk gives up on a ring silent for one io_timeout, whatever this says (writable)";
 }
 
 /// Module parameters as `blkcore` inputs; `persistent` is the

@@ -73,6 +73,10 @@ use super::ring::{
     SharedRing,
     Verdict, //
 };
+use super::stall::{
+    Silence,
+    StallWatch, //
+};
 use core::fmt;
 
 mod build;
@@ -96,12 +100,12 @@ pub enum Fault {
     /// Without persistent grants the backend still maps this grant after
     /// answering the request.
     StillMapped(GrantRef),
-    /// Requests in flight, and not one response for a whole timeout
-    /// period of `timeout_ms` (the backend stopped serving the ring, its
-    /// state unchanged): see [`DataPath::answered_nothing_since_last_timeout`].
+    /// Requests in flight, and not one response for `silent_ms`, at least
+    /// the limit the user set or removal's (the backend stopped serving
+    /// the ring, its state unchanged): see [`DataPath::timed_out`].
     Unanswered {
-        /// The period, in milliseconds.
-        timeout_ms: u32,
+        /// How long the ring answered nothing, in milliseconds.
+        silent_ms: u64,
     },
     /// Fault injection (tests) or the caller's own reason.
     Injected,
@@ -125,8 +129,8 @@ impl fmt::Display for Fault {
             Self::StillMapped(g) => {
                 write!(f, "backend has not unmapped non-persistent grant {g}")
             }
-            Self::Unanswered { timeout_ms } => {
-                write!(f, "no response for {timeout_ms} ms with requests in flight")
+            Self::Unanswered { silent_ms } => {
+                write!(f, "no response for {silent_ms} ms with requests in flight")
             }
             Self::Injected => write!(f, "fault injected"),
         }
@@ -309,6 +313,9 @@ pub struct RingStats {
     pub interrupts: u64,
     /// See `interrupts`.
     pub spurious_interrupts: u64,
+    /// Request timeouts: each a request that waited a whole `io_timeout`
+    /// ([`DataPath::timed_out`]).
+    pub timeouts: u64,
 }
 
 impl RingStats {
@@ -323,6 +330,7 @@ impl RingStats {
         self.responses += o.responses;
         self.interrupts += o.interrupts;
         self.spurious_interrupts += o.spurious_interrupts;
+        self.timeouts += o.timeouts;
     }
 }
 
@@ -417,9 +425,8 @@ pub struct DataPath<S: Storage, F: Copy, Rq> {
     /// An undefined status was noted once already.
     unknown_status_seen: bool,
     stats: RingStats,
-    /// `stats.responses` at the last request timeout (see
-    /// [`DataPath::answered_nothing_since_last_timeout`]).
-    responses_at_timeout: u64,
+    /// Slow or stalled, from the request timeouts ([`DataPath::timed_out`]).
+    stall: StallWatch,
 }
 
 impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {

@@ -19,5 +19,6 @@ pub mod mapping;
 pub mod naming;
 pub mod negotiate;
 pub mod ring;
+pub mod stall;
 pub mod virtio;
 pub mod xenstore;

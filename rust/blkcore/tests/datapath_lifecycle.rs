@@ -32,6 +32,7 @@ use blkcore::datapath::{
 };
 use blkcore::negotiate::FlushKind;
 use blkcore::ring::ResponseError;
+use blkcore::stall::Silence;
 use xen_host::{
     negotiated,
     op_of,
@@ -617,6 +618,7 @@ fn ring_stats_add_every_counter() {
         responses: 9,
         interrupts: 7,
         spurious_interrupts: 8,
+        timeouts: 12,
     };
     let b = RingStats {
         requests: 10,
@@ -628,6 +630,7 @@ fn ring_stats_add_every_counter() {
         responses: 90,
         interrupts: 70,
         spurious_interrupts: 80,
+        timeouts: 120,
     };
     let mut sum = a;
     sum.add(&b);
@@ -643,6 +646,7 @@ fn ring_stats_add_every_counter() {
             responses: 99,
             interrupts: 77,
             spurious_interrupts: 88,
+            timeouts: 132,
         }
     );
 }
@@ -672,7 +676,7 @@ fn faults_name_what_the_backend_did() {
             "backend has not unmapped non-persistent grant 42",
         ),
         (
-            Fault::Unanswered { timeout_ms: 5000 },
+            Fault::Unanswered { silent_ms: 5000 },
             "no response for 5000 ms with requests in flight",
         ),
         (Fault::Injected, "fault injected"),
@@ -1054,7 +1058,7 @@ fn requests_carry_the_devices_handle() {
 }
 
 #[test]
-fn a_ring_that_answered_nothing_for_a_timeout_period_is_stuck() {
+fn a_ring_that_answered_nothing_for_the_limit_is_given_up() {
     for (persistent, copy) in MODES {
         let what = format!("persistent {persistent} copy {copy}");
         let mut rig = plain(persistent, copy, 0);
@@ -1065,11 +1069,18 @@ fn a_ring_that_answered_nothing_for_a_timeout_period_is_stuck() {
         rig.submit(2, read(0), &pages(4, 2)).unwrap();
         rig.submit(3, write(8), &pages(8, 3)).unwrap();
         rig.push();
-        // The first timeout: the ring answered since the last (none).
-        assert!(!rig.dp.answered_nothing_since_last_timeout(), "{what}");
-        // The next, a period later: nothing since.
-        assert!(rig.dp.answered_nothing_since_last_timeout(), "{what}");
-        let fault = Fault::Unanswered { timeout_ms: 5000 };
+        // Both expire in one pass: the silence starts at the first.
+        for _ in 0..2 {
+            assert_eq!(
+                rig.dp.timed_out(5_000, Some(5_000)),
+                Silence::Tolerated,
+                "{what}"
+            );
+        }
+        // A period later, nothing answered since.
+        let silence = rig.dp.timed_out(10_000, Some(5_000));
+        assert_eq!(silence, Silence::TooLong { silent_ms: 5_000 }, "{what}");
+        let fault = Fault::Unanswered { silent_ms: 5_000 };
         let done = &mut rig.done;
         let r = rig
             .dp
@@ -1088,20 +1099,35 @@ fn a_ring_that_answered_nothing_for_a_timeout_period_is_stuck() {
 }
 
 #[test]
-fn a_slow_ring_is_not_stuck() {
+fn without_a_limit_a_silent_ring_is_waited_for() {
     let mut rig = plain(false, false, 0);
     rig.submit(1, read(0), &pages(0, 1)).unwrap();
     rig.push();
-    // Nothing answered yet, ever: a whole period without a response.
-    assert!(rig.dp.answered_nothing_since_last_timeout());
+    // An hour of timeouts, 30 s apart, not one answer.
+    for t in 0..120 {
+        assert_eq!(rig.dp.timed_out(t * 30_000, None), Silence::Tolerated);
+    }
+    rig.run(BLKIF_RSP_OKAY);
+    assert_eq!(rig.done, [(1, Status::Ok)]);
+}
+
+#[test]
+fn a_slow_ring_is_not_given_up() {
+    let mut rig = plain(false, false, 0);
+    rig.submit(1, read(0), &pages(0, 1)).unwrap();
+    rig.push();
+    assert_eq!(rig.dp.timed_out(5_000, Some(5_000)), Silence::Tolerated);
     rig.submit(2, read(8), &pages(1, 1)).unwrap();
     rig.run(BLKIF_RSP_OKAY);
     // Both answered since that timeout: a third request that waits a
     // period on a ring that answers is slow.
     rig.submit(3, read(16), &pages(2, 1)).unwrap();
     rig.push();
-    assert!(!rig.dp.answered_nothing_since_last_timeout());
-    assert!(rig.dp.answered_nothing_since_last_timeout());
+    assert_eq!(rig.dp.timed_out(10_000, Some(5_000)), Silence::Tolerated);
+    assert_eq!(
+        rig.dp.timed_out(15_000, Some(5_000)),
+        Silence::TooLong { silent_ms: 5_000 }
+    );
 }
 
 #[test]
@@ -1122,8 +1148,10 @@ fn a_stuck_ring_holds_the_requests_whose_pages_the_backend_maps() {
     for r in &g1 {
         rig.host.grants.get_mut(r).unwrap().mapped = true;
     }
-    assert!(rig.dp.answered_nothing_since_last_timeout());
-    let fault = Fault::Unanswered { timeout_ms: 30_000 };
+    assert_eq!(rig.dp.timed_out(0, Some(30_000)), Silence::Tolerated);
+    let silence = rig.dp.timed_out(30_000, Some(30_000));
+    assert_eq!(silence, Silence::TooLong { silent_ms: 30_000 });
+    let fault = Fault::Unanswered { silent_ms: 30_000 };
     let done = &mut rig.done;
     let r = rig
         .dp

@@ -82,9 +82,8 @@ special() {
             [ $who = ours ] && check "$s: ours fails the forced writes whose flush failed and goes on flushing ($SPECIAL)" \
                 [ "$rc" != 0 -a "$rc2" != 0 -a "$b1" -gt "$b0" -a "$wc" -gt "$b1" ] ;;
         stall-connected)
-            # 5 s, not blk-mq's 30: the same rule for a stuck ring (one
-            # that answered nothing for a whole period while holding
-            # requests), sooner.
+            # 5 s, not blk-mq's 30: at the detach ours gives up on a ring
+            # that answered nothing for one io_timeout (after 5 to 10 s).
             # (C's queue has no io_timeout: its driver has no timeout
             # handler.)
             if [ -e /sys/block/$US_DISK/queue/io_timeout ]; then echo 5000 > /sys/block/$US_DISK/queue/io_timeout; fi
@@ -139,7 +138,12 @@ hostile() { # SCENARIO WHO KO MOD XENBUS_DRIVER
     [ "$who" = ours ] && check "$s: blkif-backend --list declares what ours must show ($notes)" [ $rc = 0 ]
     rm -f /tmp/h.out
     dmesg_mark "$mark"
-    insmod "/lib/modules/$ko.ko"
+    # Ours with a limit (give_up_after_ms=5000): a ring that answers
+    # nothing for 5 s is given up on. By default ours waits, as C does,
+    # and gives up at the removal: stall-connected, whose backend stays
+    # Connected and silent, runs with the default, so that its detach
+    # shows the removal ending.
+    insmod "/lib/modules/$ko.ko" $([ $who = ours ] && [ $s != stall-connected ] && echo give_up_after_ms=5000)
     us_start "$s"
     if us_disk_appears; then
         up=yes

@@ -60,3 +60,7 @@ ro=$(mktemp /tmp/blkfront-ro.XXXX); truncate -s 64M "$ro"
 QEMU_EXTRA="-drive file=$ro,if=none,id=dro,format=raw,readonly=on -device virtio-blk-pci,drive=dro" \
     bash "$T/virtio-guest.sh" -l virtio-ro -d 64M "$T/guest/virtio-ro.sh"
 rm -f "$ro"
+# Honest devices that are merely slow (a throttled disk; a poll queue
+# whose task is stopped): no I/O error, ours and C (guest/virtio-benign.sh;
+# Documentation/benign.md is made from its lines by benign-table.sh).
+bash "$T/virtio-guest.sh" -l virtio-benign -t 600 -d 64M -d '64M,num-queues=2' "$T/guest/virtio-benign.sh"

@@ -77,6 +77,7 @@ impl core::fmt::Debug for StatsView {
         writeln!(f, "interrupts: {}", t.interrupts)?;
         writeln!(f, "spurious_interrupts: {}", t.spurious_interrupts)?;
         writeln!(f, "responses: {}", t.responses)?;
+        writeln!(f, "request_timeouts: {}", t.timeouts)?;
         writeln!(f, "backend_errors: {}", t.errors)
     }
 }

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! A ring whose backend stopped answering: it stays Connected (nothing in
-//! xenstore says it is gone) but takes no request off the ring, or answers
-//! none. Only time tells: blk-mq's request timeout (the queue's
-//! `io_timeout`) asks [`Ring::timed_out`].
+//! A ring whose backend answers late, or not at all: it stays Connected
+//! (nothing in xenstore says it is gone) and keeps requests past the
+//! queue's `io_timeout`. A slow backend and a stalled one look the same
+//! to one request; blk-mq's request timeout asks [`Ring::timed_out`],
+//! which waits, as upstream does, unless the user set a limit or the
+//! disk is being removed ([`crate::blkcore::stall`]).
 
 use super::{
     BlockOps,
@@ -11,19 +13,19 @@ use super::{
     Fault,
     Ring, //
 };
+use crate::blkcore::stall::Silence;
 
 impl<O: BlockOps> Ring<O> {
-    /// A request of this ring waited a whole timeout period of
-    /// `timeout_ms` (blk-mq's timeout work). Responses already on the ring
-    /// are taken first; then a ring that answered nothing since the last
-    /// timeout is stuck (the backend stays Connected but stopped serving
-    /// it: nothing else would ever end its requests, nor the disk's
-    /// removal) and is broken as for bad backend input: one line, every
-    /// request in flight failed, those whose pages the backend maps held
-    /// until it unmaps them. A ring that answered others is slow: one more
-    /// period. Returns whether the request ended or will end without
-    /// another timeout (on a broken ring: failed, or held).
-    pub(crate) fn timed_out(&self, timeout_ms: u32) -> bool {
+    /// A request of this ring waited a whole `io_timeout` (blk-mq's
+    /// timeout work). Responses already on the ring are taken first (an
+    /// event lost on the way ends nothing late). Then the ring is given up
+    /// on only if it answered nothing for `limit_ms`
+    /// ([`crate::blkcore::stall::give_up_limit`]; `None`: never): broken as
+    /// for bad backend input, one line, every request in flight failed,
+    /// those whose pages the backend maps held until it unmaps them.
+    /// Returns whether the request ended or will end without another
+    /// timeout (on a broken ring: failed, or held).
+    pub(crate) fn timed_out(&self, limit_ms: Option<u64>) -> bool {
         let mut done = DoneList::new();
         let ended = {
             let mut st = self.state.lock();
@@ -32,17 +34,20 @@ impl<O: BlockOps> Ring<O> {
             if st.broken {
                 true
             } else if let Some(io) = st.io.as_deref_mut() {
-                let stuck = io.datapath.answered_nothing_since_last_timeout();
-                if stuck {
-                    let r = io.datapath.break_ring(
-                        &mut io.grant_table,
-                        Fault::Unanswered { timeout_ms },
-                        &mut |rq, s| done.push(rq, s),
-                    );
-                    self.report_broken(r, io.datapath.held());
-                    st.broken = true;
+                let now_ms = io.clock_ms();
+                match io.datapath.timed_out(now_ms, limit_ms) {
+                    Silence::Tolerated => false,
+                    Silence::TooLong { silent_ms } => {
+                        let r = io.datapath.break_ring(
+                            &mut io.grant_table,
+                            Fault::Unanswered { silent_ms },
+                            &mut |rq, s| done.push(rq, s),
+                        );
+                        self.report_broken(r, io.datapath.held());
+                        st.broken = true;
+                        true
+                    }
                 }
-                stuck
             } else {
                 // Taken down (a reconnect): its requests come back.
                 false

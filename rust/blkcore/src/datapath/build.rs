@@ -97,7 +97,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
             notes: BackendNotes::default(),
             unknown_status_seen: false,
             stats: RingStats::default(),
-            responses_at_timeout: 0,
+            stall: StallWatch::new(),
         })
     }
 }

@@ -39,17 +39,14 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         self.break_ring(mem, fault, done)
     }
 
-    /// A request timed out (it waited a whole timeout period): whether
-    /// the ring answered nothing since the previous timeout (or ever, at
-    /// the first), so nothing for at least that whole period. A ring that
-    /// answered others is slow, not stuck: one more period. The caller
-    /// drains the responses already on the ring first, and breaks a stuck
-    /// ring ([`Fault::Unanswered`]): a backend that stays Connected and
-    /// stops serving the ring would otherwise hold its requests, and the
-    /// disk's removal, forever.
-    pub fn answered_nothing_since_last_timeout(&mut self) -> bool {
-        let now = self.stats.responses;
-        core::mem::replace(&mut self.responses_at_timeout, now) == now
+    /// A request timed out at `now_ms` (it waited a whole `io_timeout`):
+    /// whether the ring answered nothing for at least `limit_ms`
+    /// ([`crate::stall::give_up_limit`]; `None`: wait for ever, as
+    /// upstream). The caller drains the responses already on the ring
+    /// first, and breaks a ring given up on ([`Fault::Unanswered`]).
+    pub fn timed_out(&mut self, now_ms: u64, limit_ms: Option<u64>) -> Silence {
+        self.stats.timeouts += 1;
+        self.stall.timed_out(self.stats.responses, now_ms, limit_ms)
     }
 
     /// The backend broke the protocol (`fault`): every request in flight

@@ -1,0 +1,70 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Documentation/benign.md from the guest logs of guest/virtio-benign.sh
+# (suite 10's boot virtio-benign) and guest/xen-benign.sh (suite 20's boot
+# xen-p0-b512): their "BENIGN <row> <ours|C> <failed> <reads> <seconds>"
+# lines, one table row per row and driver pair. The page is generated,
+# never edited:
+#
+#   tools/testing/benign-table.sh [VIRTIO_LOG [XEN_LOG]] > Documentation/benign.md
+#
+# The logs default to $CACHE/logs/virtio-benign.log and
+# $CACHE/logs/xen-p0-b512.log.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+vlog=${1:-$CACHE/logs/virtio-benign.log}
+xlog=${2:-$CACHE/logs/xen-p0-b512.log}
+for f in "$vlog" "$xlog"; do [ -f "$f" ] || die "no log $f: run the suites first (README)"; done
+
+# rows DRIVER LOG: "driver row who failed reads secs" lines.
+rows() {
+    tr -d '\r' < "$2" | sed 's/^\[ *[0-9.]*\] //' | awk -v d="$1" '$1 == "BENIGN" { print d, $2, $3, $4, $5, $6 }'
+}
+all=$( { rows virtio "$vlog"; rows xen "$xlog"; } )
+
+cat <<'HEAD'
+# An honest backend or device that is merely slow
+
+The fault users meet most is not a hostile backend but an honest one whose
+storage stalls or crawls: a throttled cloud disk with a deep queue, a
+multipath failover, a long discard. The C drivers wait it out and lose
+nothing; so must ours. Each row below is an honest slow backend or device
+that answers every request, late; ours must have no I/O error wherever C
+has none. The request timeout's policy is in `xen-blkfront.md` and
+`virtio-blk.md` ("patient with a slow backend, bounded at removal").
+
+| driver | row | what | ours: failed of reads (s) | C: failed of reads (s) |
+|---|---|---|---|---|
+HEAD
+what() {
+    case $1 in
+        slow-32-t5) echo "2 requests/s (QEMU throttle), 32 concurrent 4 KiB O_DIRECT reads (waits up to 16 s), io_timeout 5 s" ;;
+        slow-32-t5-lim) echo "the same with give_up_after_ms=5000" ;;
+        slow-80) echo "2 requests/s, 80 concurrent reads (waits up to 40 s), the default io_timeout (30 s)" ;;
+        poll-stopped) echo "fio io_uring --hipri on a poll queue, the fio process stopped (SIGSTOP) 20 s with requests in flight; io_timeout 5 s, give_up_after_ms=5000 (fio's exit, err=)" ;;
+        *) echo "$1" ;;
+    esac
+}
+cell() { # DRIVER ROW WHO
+    awk -v d="$1" -v r="$2" -v w="$3" '$1 == d && $2 == r && $3 == w {
+        if ($5 == "-") print $4; else print $4 " of " $5 " (" $6 " s)"; f = 1 }
+        END { if (!f) print "not run" }' <<< "$all" | head -1
+}
+awk '{ print $1, $2 }' <<< "$all" | awk '!seen[$0]++' | while read -r d r; do
+    c=$(cell "$d" "$r" C)
+    [ "$c" = "not run" ] && c="not run (ours only: a setting or queue type C lacks)"
+    echo "| $d | $r | $(what "$r") | $(cell "$d" "$r" ours) | $c |"
+done
+cat <<TAIL
+
+Xen: blkback in dom0 on a disk QEMU throttles; ours and C in turn in one
+PV domU. virtio: QEMU's virtio-blk-pci with its drive throttled
+(\`block_set_io_throttle\`), ours and C in turn in one guest. Each row
+proves it struck: the reads took the throttle's time (the guest checks at
+least a quarter of N/2 s) and ours counted request timeouts (its removal
+line, or debugfs \`request_timeouts\`): $(cat "$vlog" "$xlog" | tr -d '\r' | sed -n 's/.*BENIGN-TIMEOUTS \([a-z]*\) \([0-9a-z]*\).*/\1 \2/p' | paste -sd, - | sed 's/,/, /g').
+
+Made by \`tools/testing/benign-table.sh > Documentation/benign.md\` from
+the logs of README's test command (suite 10's boot \`virtio-benign\`, suite
+20's boot \`xen-p0-b512\`).
+TAIL

@@ -1,0 +1,97 @@
+# SPDX-License-Identifier: GPL-2.0
+# virtio guest: honest devices that are merely slow. Ours must lose nothing
+# where the C driver loses nothing: no I/O error, no device reset.
+#
+# A slow disk: QEMU throttles drive d0 (vda) to 2 requests a second
+# (block_set_io_throttle from the monitor), and N concurrent 4 KiB O_DIRECT
+# readers wait up to N/2 s each, past the queue's io_timeout. Rows, each a
+# line "BENIGN <row> <ours|C> <failed> <reads> <seconds> <timeouts>":
+#   slow-32-t5      32 readers, io_timeout 5 s (waits up to 16 s)
+#   slow-32-t5-lim  the same with give_up_after_ms=5000 (a queue that
+#                   answers is never given up on, whatever the limit)
+#   slow-80         80 readers, the default io_timeout (waits up to 40 s)
+# A poll queue whose reaping task stops: fio's io_uring --hipri reads on
+# vdb (two queues, one polled), the fio process stopped (SIGSTOP) for 20 s
+# while its requests are in flight, io_timeout 5 s and give_up_after_ms=5000:
+# the device answered them, nobody reaped them; the timeout reaps them.
+#   poll-stopped    fio's exit and errors after it is resumed
+# The C driver (no timeout: its requests wait for ever) runs slow-32 for
+# the baseline. Each row proves it struck: the reads took the throttle's
+# time, and ours counted request timeouts (its removal line).
+. /guest/common.sh
+d=vda
+dmesg_mark benign
+
+# readers COUNT: COUNT concurrent 4 KiB direct reads of distinct blocks;
+# prints "failed seconds".
+readers() {
+    local n=$1 i t0 failed=0
+    rm -f /tmp/rd.*
+    t0=$(date +%s)
+    for i in $(seq 1 "$n"); do
+        (dd if=/dev/$d of=/dev/null bs=4k count=1 skip=$((i * 16)) iflag=direct 2> /dev/null; echo $? > /tmp/rd.$i) &
+    done
+    wait
+    for i in $(seq 1 "$n"); do [ "$(cat /tmp/rd.$i 2> /dev/null)" = 0 ] || failed=$((failed + 1)); done
+    echo "$failed $(($(date +%s) - t0))"
+}
+
+# row NAME WHO COUNT: one slow-disk row; its BENIGN line and checks.
+row() {
+    local name=$1 who=$2 n=$3 failed secs
+    read -r failed secs <<< "$(readers "$n")"
+    echo "BENIGN $name $who $failed $n $secs"
+    # 2 requests a second: N reads take about N/2 s; under half of that,
+    # the throttle did not hold them (the row did not strike).
+    check "$name: $who: $n throttled reads took ${secs}s (at least $((n / 4))s: the disk was slow)" [ "$secs" -ge $((n / 4)) ]
+    check "$name: $who: no read failed ($failed of $n)" [ "$failed" = 0 ]
+}
+
+echo "HOST-CMD: block_set_io_throttle d0 0 0 0 2 0 0"
+sleep 2
+
+check "insmod virtio_blk_rs poll_queues=1" insmod /lib/modules/virtio_blk_rs.ko poll_queues=1
+sleep 1
+echo 5000 > /sys/block/$d/queue/io_timeout
+row slow-32-t5 ours 32
+echo 5000 > /sys/module/virtio_blk_rs/parameters/give_up_after_ms
+row slow-32-t5-lim ours 32
+echo 0 > /sys/module/virtio_blk_rs/parameters/give_up_after_ms
+echo 30000 > /sys/block/$d/queue/io_timeout
+row slow-80 ours 80
+check "slow-80: ours: the disk still reads afterwards" dd if=/dev/$d of=/dev/null bs=4k count=1 iflag=direct
+
+# The poll queue: vdb's second queue.
+echo 5000 > /sys/block/vdb/queue/io_timeout
+echo 5000 > /sys/module/virtio_blk_rs/parameters/give_up_after_ms
+fio --name=p --filename=/dev/vdb --direct=1 --ioengine=io_uring --hipri=1 --thread \
+    --iodepth=8 --numjobs=2 --cpus_allowed=0,1 --cpus_allowed_policy=split \
+    --rw=randread --bs=4k --size=16M --time_based --runtime=30 --output=/tmp/poll.out > /dev/null 2>&1 &
+pid=$!
+sleep 4
+kill -STOP $pid
+sleep 20
+kill -CONT $pid
+wait $pid; rc=$?
+errs=$(sed -n 's/.*err= *\([0-9]*\).*/\1/p' /tmp/poll.out | sort -u | paste -sd, -)
+echo "BENIGN poll-stopped ours $([ $rc = 0 ] && echo 0 || echo fio-exit-$rc) - 20 err=${errs:-none}"
+check "poll-stopped: ours: fio stopped 20 s with polled requests in flight exits 0 (err=${errs:-none})" [ $rc = 0 -a "$errs" = 0 ]
+echo 0 > /sys/module/virtio_blk_rs/parameters/give_up_after_ms
+
+check "rmmod virtio_blk_rs" unload virtio_blk_rs
+for disk in $d vdb; do
+    t=$(removal_count $disk "request timeouts")
+    echo "BENIGN-TIMEOUTS $disk ${t:-none}"
+    # The rows waited past io_timeout: the timeouts ran, and failed nothing.
+    check "$disk: ours counted request timeouts (${t:-none}), and failed no request" [ "${t:-0}" -gt 0 ]
+done
+check "ours gave up on no device (no 'answered nothing' line)" sh -c "! dmesg | grep -q 'answered nothing'"
+
+if [ -f /lib/modules/virtio_blk.ko ]; then
+    check "insmod virtio_blk (C)" insmod /lib/modules/virtio_blk.ko
+    sleep 1
+    row slow-32-t5 C 32
+    check "rmmod virtio_blk (C)" unload virtio_blk
+fi
+check "no warnings/oopses" sh -c "! dmesg | grep -E 'WARNING:|BUG:|Oops'"
+finish

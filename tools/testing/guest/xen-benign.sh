@@ -1,0 +1,61 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+# Xen domU: an honest backend that is merely slow. QEMU throttles dom0's
+# backing disk (drive "vbd") to 2 requests a second, so blkback answers
+# xvda's requests slowly but answers them all; 32 concurrent 4 KiB O_DIRECT
+# readers wait up to 16 s each, past io_timeout 5 s. Ours must lose nothing
+# where the C driver loses nothing. Rows, each a line
+# "BENIGN <row> <ours|C> <failed> <reads> <seconds>":
+#   slow-32-t5      io_timeout 5 s, the default give_up_after_ms (0)
+#   slow-32-t5-lim  the same with give_up_after_ms=5000 (a ring that
+#                   answers is never given up on, whatever the limit)
+# C (no timeout: its queue has no io_timeout) runs slow-32-t5 for the
+# baseline. Each row proves it struck: the reads took the throttle's time,
+# and ours counted request timeouts (debugfs request_timeouts).
+. /guest/common.sh
+D=xvda
+
+# row NAME WHO: 32 concurrent direct reads of distinct blocks; its BENIGN
+# line and checks.
+row() {
+    local name=$1 who=$2 n=32 i t0 secs failed=0
+    rm -f /tmp/rd.*
+    t0=$(date +%s)
+    for i in $(seq 1 $n); do
+        (dd if=/dev/$D of=/dev/null bs=4k count=1 skip=$((i * 16)) iflag=direct 2> /dev/null; echo $? > /tmp/rd.$i) &
+    done
+    wait
+    secs=$(($(date +%s) - t0))
+    for i in $(seq 1 $n); do [ "$(cat /tmp/rd.$i 2> /dev/null)" = 0 ] || failed=$((failed + 1)); done
+    echo "BENIGN $name $who $failed $n $secs"
+    check "$name: $who: $n throttled reads took ${secs}s (at least $((n / 4))s: the disk was slow)" [ "$secs" -ge $((n / 4)) ]
+    check "$name: $who: no read failed ($failed of $n)" [ "$failed" = 0 ]
+}
+
+dmesg_mark benign
+echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 2 0 0"
+sleep 2
+if fault_injection_disk $D; then
+    echo 5000 > /sys/block/$D/queue/io_timeout
+    row slow-32-t5 ours
+    echo 5000 > /sys/module/xen_blkfront_rs/parameters/give_up_after_ms
+    row slow-32-t5-lim ours
+    echo 0 > /sys/module/xen_blkfront_rs/parameters/give_up_after_ms
+    t=$(dstat request_timeouts)
+    echo "BENIGN-TIMEOUTS $D ${t:-none}"
+    check "ours counted request timeouts (${t:-none}), and failed no request" [ "${t:-0}" -gt 0 ]
+    nb=$(dmesg_since benign | grep -c 'no response for')
+    check "ours broke no ring ($nb 'no response for' lines)" [ "$nb" = 0 ]
+    check "the disk still reads afterwards" dd if=/dev/$D of=/dev/null bs=4k count=1 iflag=direct
+    unbind_vbds
+    check "rmmod xen_blkfront_rs" unload xen_blkfront_rs
+fi
+if [ -f /lib/modules/xen-blkfront.ko ] && check "insmod xen-blkfront (C)" insmod /lib/modules/xen-blkfront.ko; then
+    for i in $(seq 1 40); do [ -e /sys/block/$D ] && break; sleep 0.25; done
+    row slow-32-t5 C
+    unbind_vbds vbd
+    check "rmmod xen-blkfront (C)" unload xen_blkfront
+fi
+echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 0 0 0"
+sleep 2
+finish

@@ -279,13 +279,14 @@ impl blkmq::Operations for BlkOps {
     /// nothing for `give_up_after_ms`, or for one `io_timeout` while the
     /// disk is removed ([`Ring::timed_out`]).
     fn timeout(qd: QueueDataRef<'_, Self>, hctx: HwQueue, timeout_ms: u32) -> blkmq::Timeout {
+        let removing = qd.removing.load(Ordering::Relaxed);
         let limit = give_up_limit(
             crate::params::give_up_after_ms.value(),
             timeout_ms,
-            qd.removing.load(Ordering::Relaxed),
+            removing,
         );
         match qd.ring_for(hctx) {
-            Some(ring) if ring.timed_out(limit) => blkmq::Timeout::Done,
+            Some(ring) if ring.timed_out(limit, removing) => blkmq::Timeout::Done,
             _ => blkmq::Timeout::ResetTimer,
         }
     }

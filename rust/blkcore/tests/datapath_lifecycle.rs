@@ -1177,3 +1177,37 @@ fn a_stuck_ring_holds_the_requests_whose_pages_the_backend_maps() {
     assert_eq!(rig.done, [(2, Status::IoErr), (1, Status::IoErr)]);
     assert!(rig.host.grants.is_empty());
 }
+
+#[test]
+fn held_requests_abandoned_at_removal_end_and_leave_their_grants_deferred() {
+    let mut rig = plain(false, false, 0);
+    rig.submit(1, read(0), &pages(0, 2)).unwrap();
+    rig.push();
+    let g1: Vec<_> = rig.host.grants.keys().copied().collect();
+    assert_eq!(g1.len(), 2);
+    // Mapped, and never unmapped.
+    for r in &g1 {
+        rig.host.grants.get_mut(r).unwrap().mapped = true;
+    }
+    let done = &mut rig.done;
+    rig.dp
+        .break_ring(&mut rig.host, Fault::Injected, &mut |t, s| done.push((t, s)));
+    assert_eq!(rig.dp.held(), 1);
+    let done = &mut rig.done;
+    assert_eq!(
+        rig.dp
+            .retry_held(&mut rig.host, &mut |t, s| done.push((t, s))),
+        0
+    );
+    let done = &mut rig.done;
+    assert_eq!(
+        rig.dp
+            .abandon_held(&mut rig.host, &mut |t, s| done.push((t, s))),
+        1
+    );
+    assert_eq!(rig.done, [(1, Status::IoErr)]);
+    assert_eq!(rig.dp.held(), 0);
+    assert_eq!(rig.dp.in_flight(), 0);
+    // Still mapped: released only through the deferred path.
+    assert_eq!(rig.dp.grant_stats().deferred, 2);
+}

@@ -38,8 +38,9 @@ readers() {
 
 # row NAME WHO COUNT: one slow-disk row; its BENIGN line and checks.
 row() {
-    local name=$1 who=$2 n=$3 failed secs
-    read -r failed secs <<< "$(readers "$n")"
+    local name=$1 who=$2 n=$3 r failed secs
+    r=$(readers "$n")
+    failed=${r% *} secs=${r#* }
     echo "BENIGN $name $who $failed $n $secs"
     # 2 requests a second: N reads take about N/2 s; under half of that,
     # the throttle did not hold them (the row did not strike).

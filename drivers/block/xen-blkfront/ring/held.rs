@@ -56,13 +56,20 @@ impl<O: BlockOps> Ring<O> {
 
     /// Waits until no request is held (see [`Ring::retry_held`]), retrying
     /// every 100 ms: the block layer cannot delete the disk before they
-    /// end, and they cannot end before the backend unmaps their pages.
-    /// Bounded by the backend, as upstream's removal is; said every 10 s.
+    /// end, and they should not end before the backend unmaps their pages.
+    /// Said every 10 s. Bounded: a backend that never unmaps would hold
+    /// the removal, and with it the xenwatch thread (every later xenbus
+    /// event of the guest), for ever; after 30 s ([`HELD_AT_REMOVAL_TRIES`]) the held
+    /// requests end anyway ([`Ring::abandon_held`]).
     pub(crate) fn wait_held(&self) {
         let mut tries = 0u32;
         loop {
             let held = self.retry_held();
             if held == 0 {
+                return;
+            }
+            if tries >= HELD_AT_REMOVAL_TRIES {
+                self.abandon_held();
                 return;
             }
             if tries % 100 == 0 {
@@ -77,14 +84,44 @@ impl<O: BlockOps> Ring<O> {
             fsleep(Delta::from_millis(100));
         }
     }
+
+    /// The disk is going and the backend still maps the pages of held
+    /// requests: they end with an I/O error, and their grants with a
+    /// deferred release (the grant table keeps each page, leaked, until
+    /// the backend unmaps it; none is freed under it). One line.
+    pub(crate) fn abandon_held(&self) {
+        let mut done = DoneList::new();
+        let ended = self.state.lock().abandon_held(&mut done);
+        done.finish();
+        if ended != 0 {
+            self.report_abandoned(ended);
+        }
+    }
+
+    /// The line of [`Ring::abandon_held`].
+    pub(super) fn report_abandoned(&self, ended: u32) {
+        dev_warn!(
+            self.dev,
+            "ring {}: the backend still maps the pages of {} held requests at removal: failed, their pages left to the grant table until it unmaps them\n",
+            self.index,
+            ended
+        );
+    }
 }
+
+/// How long a removal waits for the backend to unmap the pages of held
+/// requests ([`Ring::wait_held`]), in tries 100 ms apart: 30 s.
+const HELD_AT_REMOVAL_TRIES: u32 = 300;
 
 impl<O: BlockOps> RingState<O> {
     /// [`Ring::retry_held`] under the lock: the live data path's and the
     /// parked ones'. Returns how many requests are still held, and one
     /// parked data path that holds none any more, for the caller to free
     /// after the lock.
-    fn retry_held(&mut self, done: &mut DoneList<O>) -> (u32, Option<KBox<RingDataPath<Rq<O>>>>) {
+    pub(super) fn retry_held(
+        &mut self,
+        done: &mut DoneList<O>,
+    ) -> (u32, Option<KBox<RingDataPath<Rq<O>>>>) {
         let mut held = 0u32;
         if let Some(io) = self.io.as_deref_mut() {
             io.datapath
@@ -103,5 +140,27 @@ impl<O: BlockOps> RingState<O> {
             }
         }
         (held, finished.and_then(|i| self.parked.remove(i).ok()))
+    }
+
+    /// [`Ring::abandon_held`] under the lock: the live data path's and the
+    /// parked ones'. Returns how many requests ended. The parked data
+    /// paths stay (their grants' deferred releases are the grant table's
+    /// now; they go with the ring).
+    pub(super) fn abandon_held(&mut self, done: &mut DoneList<O>) -> u32 {
+        let mut ended = 0u32;
+        if let Some(io) = self.io.as_deref_mut() {
+            ended = ended.saturating_add(
+                io.datapath
+                    .abandon_held(&mut io.grant_table, &mut |rq, s| done.push(rq, s)),
+            );
+        }
+        for io in self.parked.iter_mut() {
+            let io = &mut **io;
+            ended = ended.saturating_add(
+                io.datapath
+                    .abandon_held(&mut io.grant_table, &mut |rq, s| done.push(rq, s)),
+            );
+        }
+        ended
     }
 }

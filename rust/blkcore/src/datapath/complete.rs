@@ -130,6 +130,38 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         ended
     }
 
+    /// Ends every held request with [`Status::IoErr`] although the backend
+    /// may still map its pages: the grants it maps are ended with a
+    /// deferred release (the grant table keeps each page until the backend
+    /// unmaps it: a leak while it does not, never a page freed under it).
+    /// For a removal, which cannot wait for ever for a backend that never
+    /// unmaps. Returns how many ended.
+    pub fn abandon_held<M: Memory<Frame = F>>(
+        &mut self,
+        mem: &mut M,
+        done: &mut impl FnMut(Rq, Status),
+    ) -> u32 {
+        let mut ended = 0u32;
+        for id in 0..self.slots.as_ref().len() {
+            if !self.slots.as_ref().get(id).is_some_and(|s| s.held) {
+                continue;
+            }
+            self.defer_direct(mem, id);
+            let rq = self.slots.as_mut().get_mut(id).and_then(|s| {
+                s.held = false;
+                s.rq.take()
+            });
+            if let Some(t) = self.inflight() {
+                t.unhold(id as u32);
+            }
+            if let Some(rq) = rq {
+                ended = ended.saturating_add(1);
+                done(rq, Status::IoErr);
+            }
+        }
+        ended
+    }
+
     /// Holds slot `id`: its request is not ended and its id not reused
     /// until [`DataPath::retry_held`] finds the backend let go.
     pub(super) fn hold(&mut self, id: usize) {

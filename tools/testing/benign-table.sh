@@ -41,13 +41,20 @@ what() {
         slow-32-t5) echo "2 requests/s (QEMU throttle), 32 concurrent 4 KiB O_DIRECT reads (waits up to 16 s), io_timeout 5 s" ;;
         slow-32-t5-lim) echo "the same with give_up_after_ms=5000" ;;
         slow-80) echo "2 requests/s, 80 concurrent reads (waits up to 40 s), the default io_timeout (30 s)" ;;
-        poll-stopped) echo "fio io_uring --hipri on a poll queue, the fio process stopped (SIGSTOP) 20 s with requests in flight; io_timeout 5 s, give_up_after_ms=5000 (fio's exit, err=)" ;;
+        poll-stopped) echo "fio io_uring --hipri on a poll queue, the fio process stopped (SIGSTOP) 20 s with requests in flight; io_timeout 5 s, give_up_after_ms=5000" ;;
+        stall-*-t5) echo "the disk stalls ${1#stall-}, then resumes (throttled to 1 byte/s, then not), fio randwrite + crc32c verify at queue depth 32, io_timeout 5 s" | sed 's/-t5,/ s,/' ;;
+        stall-*) echo "the disk stalls ${1#stall-} s, then resumes, fio randwrite + crc32c verify at queue depth 32, the default io_timeout (30 s)" ;;
         *) echo "$1" ;;
     esac
 }
-cell() { # DRIVER ROW WHO
+# cell DRIVER ROW WHO: "failed of reads (seconds)" for a row of reads, "no
+# error" or fio's exit for a fio row.
+cell() {
     awk -v d="$1" -v r="$2" -v w="$3" '$1 == d && $2 == r && $3 == w {
-        if ($5 == "-") print $4; else print $4 " of " $5 " (" $6 " s)"; f = 1 }
+        if ($5 != "-") print $4 " of " $5 " (" $6 " s)"
+        else if ($4 == "0") print "no error"
+        else print $4
+        f = 1 }
         END { if (!f) print "not run" }' <<< "$all" | head -1
 }
 awk '{ print $1, $2 }' <<< "$all" | awk '!seen[$0]++' | while read -r d r; do

@@ -183,12 +183,19 @@ impl Queues {
         // A broken virtqueue was named when it refused its first request:
         // this is the end that line announced.
         if !self.broken_named.load(Ordering::Relaxed) {
+            let (when, after) = if self.removing.load(Ordering::Relaxed) {
+                (" at its removal", "")
+            } else {
+                ("", "; I/O fails until it is removed")
+            };
             dev_err!(
                 resetter.as_dev(),
-                "request queue {} answered nothing for {} ms: device reset, {} requests failed; I/O fails until it is removed\n",
+                "request queue {} answered nothing for {} ms: device reset{}, {} requests failed{}\n",
                 index,
                 silent_ms,
-                failed
+                when,
+                failed,
+                after
             );
         }
         true
@@ -199,7 +206,8 @@ impl Queues {
     /// answer for a descriptor that is not a request's head). Named once
     /// per device: the core's own line names only the descriptor, and
     /// without this one a request that fails at once says nothing of why.
-    /// What the device still holds ends at the timeout ([`Queues::give_up`]).
+    /// What the device still holds ends when it is given up on
+    /// ([`Queues::give_up`]).
     fn name_broken_queue(&self, index: usize) {
         let Some(r) = self.resetter.as_ref() else {
             return;
@@ -210,7 +218,7 @@ impl Queues {
         }
         dev_err!(
             r.as_dev(),
-            "request queue {}: the device broke the virtqueue's rules and the virtio core stopped it: new requests fail at once, those it holds at the timeout, when the device is reset; I/O fails until it is removed\n",
+            "request queue {}: the device broke the virtqueue's rules and the virtio core stopped it: new requests fail at once, those it holds when it is given up on (give_up_after_ms, or its removal); I/O fails until it is removed\n",
             index
         );
     }

@@ -15,9 +15,17 @@
 # while its requests are in flight, io_timeout 5 s and give_up_after_ms=5000:
 # the device answered them, nobody reaped them; the timeout reaps them.
 #   poll-stopped    fio's exit and errors after it is resumed
-# The C driver (no timeout: its requests wait for ever) runs slow-32 for
-# the baseline. Each row proves it struck: the reads took the throttle's
-# time, and ours counted request timeouts (its removal line).
+# A disk that stalls, then resumes: QEMU throttles d0 to one byte a
+# second for SECS s, then lifts the throttle, while fio writes and
+# verifies at queue depth 32.
+#   stall-SECS-t5   io_timeout 5 s; SECS from BENIGN_STALLS (default "10
+#                   45"; C: BENIGN_STALLS_C, default "10")
+#   stall-SECS      the default io_timeout; SECS from BENIGN_STALLS_DEFAULT
+#                   (default none; the full set: "10 45 120")
+# The C driver (no timeout: its requests wait for ever) runs slow-32-t5
+# and the stalls for the baseline. Each row proves it struck: the reads
+# took the throttle's time, the stall held requests in flight, and ours
+# counted request timeouts (its removal line).
 . /guest/common.sh
 d=vda
 dmesg_mark benign
@@ -48,6 +56,37 @@ row() {
     check "$name: $who: no read failed ($failed of $n)" [ "$failed" = 0 ]
 }
 
+# stall_row NAME WHO SECS: fio writes and verifies (crc32c, queue depth
+# 32) while the disk stalls for SECS s (throttled to one byte a second,
+# then the throttle lifted); its BENIGN line and checks. Proof that it
+# struck: fio's requests in flight in the middle of the stall.
+stall_row() {
+    local name=$1 who=$2 secs=$3 pid rc held errs
+    fio --name=s --filename=/dev/$d --direct=1 --ioengine=libaio --iodepth=32 --rw=randwrite \
+        --bs=4k --size=4M --time_based --runtime=$((secs + 8)) --verify=crc32c --verify_backlog=64 \
+        --verify_fatal=1 --output=/tmp/stall.out > /dev/null 2>&1 &
+    pid=$!
+    sleep 3
+    echo "HOST-CMD: block_set_io_throttle d0 1 0 0 0 0 0"
+    sleep $((secs / 2))
+    held=$(awk '{ print $1 + $2 }' /sys/block/$d/inflight)
+    sleep $((secs - secs / 2))
+    echo "HOST-CMD: block_set_io_throttle d0 0 0 0 0 0 0"
+    wait $pid; rc=$?
+    errs=$(sed -n 's/.*err= *\([0-9]*\).*/\1/p' /tmp/stall.out | sort -u | paste -sd, -)
+    echo "BENIGN $name $who $([ $rc = 0 ] && [ "$errs" = 0 ] && echo 0 || echo "fio-exit-$rc,err=${errs:-none}") - $secs"
+    check "$name: $who: the stall held fio's requests ($held in flight at its middle)" [ "${held:-0}" -gt 0 ]
+    check "$name: $who: fio wrote and verified through a $secs s stall (exit $rc, err=${errs:-none})" [ $rc = 0 -a "$errs" = 0 ]
+}
+
+check "insmod virtio_blk_rs" insmod /lib/modules/virtio_blk_rs.ko
+sleep 1
+echo 5000 > /sys/block/$d/queue/io_timeout
+for secs in ${BENIGN_STALLS:-10 45}; do stall_row stall-$secs-t5 ours $secs; done
+echo 30000 > /sys/block/$d/queue/io_timeout
+for secs in ${BENIGN_STALLS_DEFAULT:-}; do stall_row stall-$secs ours $secs; done
+check "rmmod virtio_blk_rs" unload virtio_blk_rs
+
 echo "HOST-CMD: block_set_io_throttle d0 0 0 0 2 0 0"
 sleep 2
 
@@ -75,7 +114,7 @@ sleep 20
 kill -CONT $pid
 wait $pid; rc=$?
 errs=$(sed -n 's/.*err= *\([0-9]*\).*/\1/p' /tmp/poll.out | sort -u | paste -sd, -)
-echo "BENIGN poll-stopped ours $([ $rc = 0 ] && echo 0 || echo fio-exit-$rc) - 20 err=${errs:-none}"
+echo "BENIGN poll-stopped ours $([ $rc = 0 ] && [ "$errs" = 0 ] && echo 0 || echo "fio-exit-$rc,err=${errs:-none}") - 20"
 check "poll-stopped: ours: fio stopped 20 s with polled requests in flight exits 0 (err=${errs:-none})" [ $rc = 0 -a "$errs" = 0 ]
 echo 0 > /sys/module/virtio_blk_rs/parameters/give_up_after_ms
 
@@ -92,6 +131,10 @@ if [ -f /lib/modules/virtio_blk.ko ]; then
     check "insmod virtio_blk (C)" insmod /lib/modules/virtio_blk.ko
     sleep 1
     row slow-32-t5 C 32
+    echo "HOST-CMD: block_set_io_throttle d0 0 0 0 0 0 0"
+    sleep 2
+    for secs in ${BENIGN_STALLS_C:-10}; do stall_row stall-$secs-t5 C $secs; done
+    for secs in ${BENIGN_STALLS_DEFAULT:-}; do stall_row stall-$secs C $secs; done
     check "rmmod virtio_blk (C)" unload virtio_blk
 fi
 check "no warnings/oopses" sh -c "! dmesg | grep -E 'WARNING:|BUG:|Oops'"

@@ -9,9 +9,13 @@
 #   slow-32-t5      io_timeout 5 s, the default give_up_after_ms (0)
 #   slow-32-t5-lim  the same with give_up_after_ms=5000 (a ring that
 #                   answers is never given up on, whatever the limit)
-# C (no timeout: its queue has no io_timeout) runs slow-32-t5 for the
-# baseline. Each row proves it struck: the reads took the throttle's time,
-# and ours counted request timeouts (debugfs request_timeouts).
+#   stall-10-t5     fio writes and verifies at queue depth 32 while dom0's
+#                   disk stalls for 10 s (throttled to one byte a second),
+#                   then resumes; io_timeout 5 s
+# C (no timeout: its queue has no io_timeout) runs both for the baseline.
+# Each row proves it struck: the reads took the throttle's time, the stall
+# held requests in flight, and ours counted request timeouts (debugfs
+# request_timeouts).
 . /guest/common.sh
 D=xvda
 
@@ -32,11 +36,48 @@ row() {
     check "$name: $who: no read failed ($failed of $n)" [ "$failed" = 0 ]
 }
 
+# stall_row NAME WHO SECS: fio writes and verifies (crc32c, queue depth
+# 32) while dom0's disk stalls for SECS s (throttled to one byte a
+# second, then the throttle lifted); its BENIGN line and checks. Proof
+# that it struck: fio's requests in flight in the middle of the stall.
+stall_row() {
+    local name=$1 who=$2 secs=$3 pid rc held errs
+    fio --name=s --filename=/dev/$D --direct=1 --ioengine=libaio --iodepth=32 --rw=randwrite \
+        --bs=4k --size=4M --time_based --runtime=$((secs + 8)) --verify=crc32c --verify_backlog=64 \
+        --verify_fatal=1 --output=/tmp/stall.out > /dev/null 2>&1 &
+    pid=$!
+    sleep 3
+    echo "HOST-CMD: block_set_io_throttle vbd 1 0 0 0 0 0"
+    sleep $((secs / 2))
+    held=$(awk '{ print $1 + $2 }' /sys/block/$D/inflight)
+    sleep $((secs - secs / 2))
+    echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 0 0 0"
+    wait $pid; rc=$?
+    errs=$(sed -n 's/.*err= *\([0-9]*\).*/\1/p' /tmp/stall.out | sort -u | paste -sd, -)
+    echo "BENIGN $name $who $([ $rc = 0 ] && [ "$errs" = 0 ] && echo 0 || echo "fio-exit-$rc,err=${errs:-none}") - $secs"
+    check "$name: $who: the stall held fio's requests ($held in flight at its middle)" [ "${held:-0}" -gt 0 ]
+    check "$name: $who: fio wrote and verified through a $secs s stall (exit $rc, err=${errs:-none})" [ $rc = 0 -a "$errs" = 0 ]
+}
+
 dmesg_mark benign
-echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 2 0 0"
-sleep 2
+# The C driver first: it does not attach to a vbd ours was unbound from
+# within the wait (the other scripts load it first too).
+if [ -f /lib/modules/xen-blkfront.ko ] && check "insmod xen-blkfront (C)" insmod /lib/modules/xen-blkfront.ko; then
+    for i in $(seq 1 40); do [ -e /sys/block/$D ] && break; sleep 0.25; done
+    echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 2 0 0"
+    sleep 2
+    row slow-32-t5 C
+    echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 0 0 0"
+    sleep 2
+    stall_row stall-10-t5 C 10
+    unbind_vbds vbd
+    check "rmmod xen-blkfront (C)" unload xen_blkfront
+fi
 if fault_injection_disk $D; then
     echo 5000 > /sys/block/$D/queue/io_timeout
+    stall_row stall-10-t5 ours 10
+    echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 2 0 0"
+    sleep 2
     row slow-32-t5 ours
     echo 5000 > /sys/module/xen_blkfront_rs/parameters/give_up_after_ms
     row slow-32-t5-lim ours
@@ -49,12 +90,6 @@ if fault_injection_disk $D; then
     check "the disk still reads afterwards" dd if=/dev/$D of=/dev/null bs=4k count=1 iflag=direct
     unbind_vbds
     check "rmmod xen_blkfront_rs" unload xen_blkfront_rs
-fi
-if [ -f /lib/modules/xen-blkfront.ko ] && check "insmod xen-blkfront (C)" insmod /lib/modules/xen-blkfront.ko; then
-    for i in $(seq 1 40); do [ -e /sys/block/$D ] && break; sleep 0.25; done
-    row slow-32-t5 C
-    unbind_vbds vbd
-    check "rmmod xen-blkfront (C)" unload xen_blkfront
 fi
 echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 0 0 0"
 sleep 2

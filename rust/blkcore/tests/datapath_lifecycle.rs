@@ -1191,7 +1191,9 @@ fn held_requests_abandoned_at_removal_end_and_leave_their_grants_deferred() {
     }
     let done = &mut rig.done;
     rig.dp
-        .break_ring(&mut rig.host, Fault::Injected, &mut |t, s| done.push((t, s)));
+        .break_ring(&mut rig.host, Fault::Injected, &mut |t, s| {
+            done.push((t, s))
+        });
     assert_eq!(rig.dp.held(), 1);
     let done = &mut rig.done;
     assert_eq!(

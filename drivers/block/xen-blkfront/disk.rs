@@ -220,8 +220,11 @@ impl blkmq::Operations for BlkOps {
                     // About one grant per block-layer segment (a page).
                     gt.will_grant(rq.nr_phys_segments());
                 }
+                // Room first: nothing is granted for a request the ring
+                // would send back (the backend could map a grant reference
+                // it predicts while the pages go back to their owner).
                 let granted = if rw {
-                    grant_frames(&rq, pre, gt)
+                    state.room().and_then(|()| grant_frames(&rq, pre, gt))
                 } else {
                     Ok(())
                 };

@@ -456,6 +456,16 @@ impl<O: BlockOps> RingState<O> {
         self.dead = true;
     }
 
+    /// Usable, with a slot and an id free for a read or write.
+    pub(crate) fn has_room(&mut self) -> bool {
+        let front = &self.front;
+        !self.broken
+            && self
+                .io
+                .as_deref_mut()
+                .is_some_and(|io| io.datapath.has_room(front))
+    }
+
     /// Whether the data path is up and healthy.
     pub(crate) fn usable(&self) -> bool {
         self.io.is_some() && !self.broken

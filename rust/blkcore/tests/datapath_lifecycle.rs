@@ -1213,3 +1213,26 @@ fn held_requests_abandoned_at_removal_end_and_leave_their_grants_deferred() {
     // Still mapped: released only through the deferred path.
     assert_eq!(rig.dp.grant_stats().deferred, 2);
 }
+
+#[test]
+fn a_full_ring_grants_nothing_for_the_request_it_sends_back() {
+    let mut rig = plain(false, false, 0);
+    let size = rig.front.size();
+    for tag in 0..size {
+        rig.submit(tag, read(u64::from(tag) * 8), &pages(tag % 4, 1))
+            .unwrap();
+    }
+    assert!(!rig.dp.has_room(&rig.front), "full");
+    let granted = rig.dp.grant_stats().granted;
+    let grants = rig.host.grants.len();
+    // The backend could map a predicted reference of a request that goes
+    // back unsent while its pages return to their owner: none is made.
+    assert_eq!(
+        rig.submit(size, read(0), &pages(0, 2)),
+        Err(QueueError::Busy)
+    );
+    assert_eq!(rig.dp.grant_stats().granted, granted);
+    assert_eq!(rig.host.grants.len(), grants);
+    rig.run(BLKIF_RSP_OKAY);
+    assert!(rig.dp.has_room(&rig.front), "answered");
+}

@@ -81,6 +81,23 @@ pub(crate) struct StateAfterScratch<'a, O: BlockOps> {
 }
 
 impl<O: BlockOps> StateAfterScratch<'_, O> {
+    /// Whether the ring would take a read or write now (see
+    /// [`crate::blkcore::datapath::DataPath::has_room`]): asked before a
+    /// request's pages are granted, so that none is granted for a request
+    /// that goes back unsent. `Err` as [`StateAfterScratch::queue`] would
+    /// give: `Io` on a ring that refuses requests, `Busy` otherwise.
+    pub(crate) fn room(&self) -> Result<(), QueueError> {
+        self.ring.with_state(|st| {
+            if st.refuses_requests() {
+                Err(QueueError::Io)
+            } else if st.has_room() {
+                Ok(())
+            } else {
+                Err(QueueError::Busy)
+            }
+        })
+    }
+
     /// Runs `queue` (one of the ring's queueing entries) on `rq` under the
     /// ring lock if the ring can take requests, and publishes the batch if
     /// this request is its `last`. On `Err` the request comes back, not

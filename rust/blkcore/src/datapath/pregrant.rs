@@ -171,6 +171,24 @@ impl<S: Storage> PreGranted<S> {
 }
 
 impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
+    /// Whether a read or write would find a ring slot and an id now. The
+    /// caller asks before it grants a request's pages ([`PreGranted`]):
+    /// a request granted and then sent back unsent (ring full) leaves
+    /// grants a backend could have mapped on pages whose owner gets them
+    /// back, since grant references are predictable. Upstream grants only
+    /// after `RING_FULL` under the ring lock; here the caller holds the
+    /// ring's only way in for the whole submission, so the room it saw
+    /// can only grow until it queues.
+    /// Counted as busy when there is none, like a request the ring sends
+    /// back.
+    pub fn has_room(&mut self, front: &FrontRing) -> bool {
+        let room = !front.is_full() && self.inflight.as_ref().first().is_some_and(|t| t.has_free());
+        if !room {
+            self.stats.busy += 1;
+        }
+        room
+    }
+
     /// Whether reads and writes go through [`PreGranted`] and
     /// [`queue_granted`](Self::queue_granted) (no bounce frames), rather
     /// than mapped segments and [`queue`](Self::queue).

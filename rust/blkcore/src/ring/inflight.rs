@@ -44,6 +44,11 @@ impl<const N: usize> InFlight<N> {
         self.size
     }
 
+    /// Whether an id is free ([`InFlight::alloc`] would succeed).
+    pub fn has_free(&self) -> bool {
+        self.free_head != NO_SLOT
+    }
+
     /// Takes a free id for a request of operation `op` (the real operation,
     /// `indirect_op` for indirect ones). `None` if all ids are in flight.
     pub fn alloc(&mut self, op: u8, indirect: bool) -> Option<u32> {

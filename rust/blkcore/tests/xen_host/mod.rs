@@ -398,7 +398,13 @@ impl Rig {
         pieces: &[Piece<u32>],
     ) -> Result<(), QueueError> {
         let mut ring = SliceRing::new(&mut self.ring_mem);
+        let rw = matches!(req, Request::Read { .. } | Request::Write { .. });
         let r = if self.dp.grants_before_lock() {
+            // As the kernel: room first, nothing granted for a request
+            // the ring would send back.
+            if rw && !self.dp.has_room(&self.front) {
+                return Err(QueueError::Busy);
+            }
             self.pre.begin(&mut self.host, &req);
             match self
                 .pre

@@ -209,7 +209,12 @@ impl Frontend {
         }
         let tag = self.next_tag;
         let mut ring = SliceRing::new(&mut self.ring_mem);
-        let queued = if self.dp.grants_before_lock() {
+        let rw = matches!(r.req, Request::Read { .. } | Request::Write { .. });
+        let queued = if self.dp.grants_before_lock() && rw && !self.dp.has_room(&self.ring) {
+            // As the kernel: room first, nothing granted for a request
+            // the ring would send back.
+            Err((tag, QueueError::Busy))
+        } else if self.dp.grants_before_lock() {
             let pre = &mut self.pre;
             pre.begin(gt, &r.req);
             match pre.grant_pieces(gt, merged(r.pieces.iter().map(|p| Ok::<_, ()>(*p)))) {

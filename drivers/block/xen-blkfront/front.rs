@@ -389,17 +389,26 @@ impl Frontend {
                 core::format_args!("{first}")
             );
         }
-        let active = conn.active_rings().len();
-        if n.queues as usize != active || n.ring_pages != conn.ring_pages() {
-            dev.fatal(EPROTO, fmt!(
-                "backend changed its ring limits after InitWait ({} rings of {} pages set up, now {} of {})",
-                active,
-                conn.ring_pages(),
+        // The rings are those InitWait set up and published: the ring keys
+        // are read once, as upstream. A backend that changed them since
+        // is told nothing new (and, on a restore, the live disk stays).
+        let pages = conn.ring_pages();
+        let set_up = neg::RingLayout {
+            queues: u32::try_from(conn.active_rings().len()).unwrap_or(u32::MAX),
+            ring_page_order: pages.trailing_zeros(),
+            ring_pages: pages,
+        };
+        if n.rings() != set_up {
+            dev_warn!(
+                dev.as_device(),
+                "backend changed its ring limits after InitWait ({} rings of {} pages set up, now {} of {}): the rings set up are kept\n",
+                set_up.queues,
+                set_up.ring_pages,
                 n.queues,
                 n.ring_pages
-            ));
-            return Err(Reported);
+            );
         }
+        let n = n.with_rings(set_up);
         let limits = xen_limits(&n);
         if let Err(what) = limits.check_invariants() {
             dev.fatal(EINVAL, fmt!("queue limits rejected: {what}"));

@@ -250,6 +250,29 @@ impl Ignored {
 }
 
 impl Negotiated {
+    /// This negotiation on the rings `layout` describes: the ones set up
+    /// and published at InitWait. Upstream reads the ring keys once, there;
+    /// a backend that changes them before Connected does not make the
+    /// frontend tear down what it published (nor, on a restore, the live
+    /// disk).
+    pub fn with_rings(self, layout: RingLayout) -> Self {
+        Self {
+            queues: layout.queues,
+            ring_page_order: layout.ring_page_order,
+            ring_pages: layout.ring_pages,
+            ..self
+        }
+    }
+
+    /// The ring layout of this negotiation.
+    pub fn rings(&self) -> RingLayout {
+        RingLayout {
+            queues: self.queues,
+            ring_page_order: self.ring_page_order,
+            ring_pages: self.ring_pages,
+        }
+    }
+
     /// The backend marked the disk read-only.
     pub fn read_only(&self) -> bool {
         self.info & VDISK_READONLY != 0

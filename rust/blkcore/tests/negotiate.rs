@@ -587,3 +587,26 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn the_rings_set_up_at_init_wait_are_kept_at_connected() {
+    let p = FrontendParams {
+        max_queues: 4,
+        max_ring_page_order: 4,
+        ..FrontendParams::default()
+    };
+    let init_wait = negotiate_rings(&SliceValues(BLKBACK), &p);
+    assert_eq!((init_wait.queues, init_wait.ring_pages), (4, 16));
+    // Changed between InitWait and Connected.
+    let changed = with(
+        &with(BLKBACK, "multi-queue-max-queues", Some("1")),
+        "max-ring-page-order",
+        Some("0"),
+    );
+    let connected = run(&changed, &p).unwrap();
+    assert_eq!((connected.queues, connected.ring_pages), (1, 1));
+    let n = connected.with_rings(init_wait);
+    assert_eq!(n.rings(), init_wait);
+    assert_eq!((n.queues, n.ring_page_order, n.ring_pages), (4, 4, 16));
+    assert_eq!(n.with_rings(connected.rings()), connected);
+}

@@ -75,29 +75,20 @@ fn the_throttled_disk_of_the_report_is_waited_for() {
     // 32 readers on a disk answering two requests a second, `io_timeout`
     // 5 s: after 5 s about 22 requests are still in flight and expire in
     // one pass, then again every 5 s; answers keep coming between passes.
-    let mut w = StallWatch::new();
-    let limit = give_up_limit(0, 5_000, false);
-    let mut answers = 10;
-    for pass in 1..=4u64 {
-        for _ in 0..22 {
-            assert_eq!(
-                w.timed_out(answers, pass * 5_000, limit),
-                Silence::Tolerated
-            );
+    // Without a limit, and with one of a single timeout.
+    for param in [0, 5_000] {
+        let mut w = StallWatch::new();
+        let limit = give_up_limit(param, 5_000, false);
+        let mut answers = 10;
+        for pass in 1..=4u64 {
+            for _ in 0..22 {
+                assert_eq!(
+                    w.timed_out(answers, pass * 5_000, limit),
+                    Silence::Tolerated,
+                    "limit {param}"
+                );
+            }
+            answers += 10;
         }
-        answers += 10;
-    }
-    // The same with a limit of one timeout: answers between passes.
-    let mut w = StallWatch::new();
-    let limit = give_up_limit(5_000, 5_000, false);
-    let mut answers = 10;
-    for pass in 1..=4u64 {
-        for _ in 0..22 {
-            assert_eq!(
-                w.timed_out(answers, pass * 5_000, limit),
-                Silence::Tolerated
-            );
-        }
-        answers += 10;
     }
 }

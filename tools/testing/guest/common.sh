@@ -359,3 +359,51 @@ declared() {
 fio_failed() {
     [ -n "$fio_rc" ] && [ "$fio_rc" -ne 0 ] && [ "$fio_rc" -lt 128 ] && { [ "${1:-}" != eio ] || [ "$fio_eio" = yes ]; }
 }
+
+# ---- honest slow disks (guest/virtio-benign.sh, guest/xen-benign.sh) ------
+# The disk BENIGN_DISK, whose backing drive the QEMU monitor calls
+# BENIGN_DRIVE, is throttled by QEMU (block_set_io_throttle): each row
+# prints "BENIGN <row> <who> <failed> <reads or -> <seconds>", which
+# tools/testing/benign-table.sh turns into Documentation/benign.md.
+# throttle BPS IOPS: the drive's limits (0 0: none).
+throttle() { echo "HOST-CMD: block_set_io_throttle $BENIGN_DRIVE $1 0 0 $2 0 0"; sleep 2; }
+# benign_reads NAME WHO COUNT: COUNT concurrent 4 KiB direct reads of
+# distinct blocks on a disk throttled to 2 requests a second; checks that
+# none failed and that they took at least a quarter of COUNT/2 s (less:
+# the throttle did not hold them, the row did not strike).
+benign_reads() {
+    local name=$1 who=$2 n=$3 i t0 secs failed=0
+    rm -f /tmp/rd.*
+    t0=$(date +%s)
+    for i in $(seq 1 "$n"); do
+        (dd if=/dev/$BENIGN_DISK of=/dev/null bs=4k count=1 skip=$((i * 16)) iflag=direct 2> /dev/null; echo $? > /tmp/rd.$i) &
+    done
+    wait
+    secs=$(($(date +%s) - t0))
+    for i in $(seq 1 "$n"); do [ "$(cat /tmp/rd.$i 2> /dev/null)" = 0 ] || failed=$((failed + 1)); done
+    echo "BENIGN $name $who $failed $n $secs"
+    check "$name: $who: $n throttled reads took ${secs}s (at least $((n / 4))s: the disk was slow)" [ "$secs" -ge $((n / 4)) ]
+    check "$name: $who: no read failed ($failed of $n)" [ "$failed" = 0 ]
+}
+# benign_stall NAME WHO SECS: fio writes and verifies (crc32c, queue depth
+# 32) while the disk stalls for SECS s (throttled to one byte a second,
+# then not at all); checks fio's end and that the stall struck (fio's
+# requests in flight in its middle).
+benign_stall() {
+    local name=$1 who=$2 secs=$3 pid rc held errs
+    fio --name=s --filename=/dev/$BENIGN_DISK --direct=1 --ioengine=libaio --iodepth=32 --rw=randwrite \
+        --bs=4k --size=4M --time_based --runtime=$((secs + 8)) --verify=crc32c --verify_backlog=64 \
+        --verify_fatal=1 --output=/tmp/stall.out > /dev/null 2>&1 &
+    pid=$!
+    sleep 3
+    echo "HOST-CMD: block_set_io_throttle $BENIGN_DRIVE 1 0 0 0 0 0"
+    sleep $((secs / 2))
+    held=$(awk '{ print $1 + $2 }' /sys/block/$BENIGN_DISK/inflight)
+    sleep $((secs - secs / 2))
+    echo "HOST-CMD: block_set_io_throttle $BENIGN_DRIVE 0 0 0 0 0 0"
+    wait $pid; rc=$?
+    errs=$(sed -n 's/.*err= *\([0-9]*\).*/\1/p' /tmp/stall.out | sort -u | paste -sd, -)
+    echo "BENIGN $name $who $([ $rc = 0 ] && [ "$errs" = 0 ] && echo 0 || echo "fio-exit-$rc,err=${errs:-none}") - $secs"
+    check "$name: $who: the stall held fio's requests ($held in flight at its middle)" [ "${held:-0}" -gt 0 ]
+    check "$name: $who: fio wrote and verified through a $secs s stall (exit $rc, err=${errs:-none})" [ $rc = 0 -a "$errs" = 0 ]
+}

@@ -38,75 +38,27 @@ else
 fi
 dmesg_mark benign
 
-# readers COUNT: COUNT concurrent 4 KiB direct reads of distinct blocks;
-# prints "failed seconds".
-readers() {
-    local n=$1 i t0 failed=0
-    rm -f /tmp/rd.*
-    t0=$(date +%s)
-    for i in $(seq 1 "$n"); do
-        (dd if=/dev/$d of=/dev/null bs=4k count=1 skip=$((i * 16)) iflag=direct 2> /dev/null; echo $? > /tmp/rd.$i) &
-    done
-    wait
-    for i in $(seq 1 "$n"); do [ "$(cat /tmp/rd.$i 2> /dev/null)" = 0 ] || failed=$((failed + 1)); done
-    echo "$failed $(($(date +%s) - t0))"
-}
-
-# row NAME WHO COUNT: one slow-disk row; its BENIGN line and checks.
-row() {
-    local name=$1 who=$2 n=$3 r failed secs
-    r=$(readers "$n")
-    failed=${r% *} secs=${r#* }
-    echo "BENIGN $name $who $failed $n $secs"
-    # 2 requests a second: N reads take about N/2 s; under half of that,
-    # the throttle did not hold them (the row did not strike).
-    check "$name: $who: $n throttled reads took ${secs}s (at least $((n / 4))s: the disk was slow)" [ "$secs" -ge $((n / 4)) ]
-    check "$name: $who: no read failed ($failed of $n)" [ "$failed" = 0 ]
-}
-
-# stall_row NAME WHO SECS: fio writes and verifies (crc32c, queue depth
-# 32) while the disk stalls for SECS s (throttled to one byte a second,
-# then the throttle lifted); its BENIGN line and checks. Proof that it
-# struck: fio's requests in flight in the middle of the stall.
-stall_row() {
-    local name=$1 who=$2 secs=$3 pid rc held errs
-    fio --name=s --filename=/dev/$d --direct=1 --ioengine=libaio --iodepth=32 --rw=randwrite \
-        --bs=4k --size=4M --time_based --runtime=$((secs + 8)) --verify=crc32c --verify_backlog=64 \
-        --verify_fatal=1 --output=/tmp/stall.out > /dev/null 2>&1 &
-    pid=$!
-    sleep 3
-    echo "HOST-CMD: block_set_io_throttle d0 1 0 0 0 0 0"
-    sleep $((secs / 2))
-    held=$(awk '{ print $1 + $2 }' /sys/block/$d/inflight)
-    sleep $((secs - secs / 2))
-    echo "HOST-CMD: block_set_io_throttle d0 0 0 0 0 0 0"
-    wait $pid; rc=$?
-    errs=$(sed -n 's/.*err= *\([0-9]*\).*/\1/p' /tmp/stall.out | sort -u | paste -sd, -)
-    echo "BENIGN $name $who $([ $rc = 0 ] && [ "$errs" = 0 ] && echo 0 || echo "fio-exit-$rc,err=${errs:-none}") - $secs"
-    check "$name: $who: the stall held fio's requests ($held in flight at its middle)" [ "${held:-0}" -gt 0 ]
-    check "$name: $who: fio wrote and verified through a $secs s stall (exit $rc, err=${errs:-none})" [ $rc = 0 -a "$errs" = 0 ]
-}
+BENIGN_DISK=$d BENIGN_DRIVE=d0
 
 check "insmod virtio_blk_rs" insmod /lib/modules/virtio_blk_rs.ko
 sleep 1
 echo 5000 > /sys/block/$d/queue/io_timeout
-for secs in $STALLS; do stall_row stall-$secs-t5 ours $secs; done
+for secs in $STALLS; do benign_stall stall-$secs-t5 ours $secs; done
 echo 30000 > /sys/block/$d/queue/io_timeout
-for secs in $STALLS_DEFAULT; do stall_row stall-$secs ours $secs; done
+for secs in $STALLS_DEFAULT; do benign_stall stall-$secs ours $secs; done
 check "rmmod virtio_blk_rs" unload virtio_blk_rs
 
-echo "HOST-CMD: block_set_io_throttle d0 0 0 0 2 0 0"
-sleep 2
+throttle 0 2
 
 check "insmod virtio_blk_rs poll_queues=1" insmod /lib/modules/virtio_blk_rs.ko poll_queues=1
 sleep 1
 echo 5000 > /sys/block/$d/queue/io_timeout
-row slow-32-t5 ours 32
+benign_reads slow-32-t5 ours 32
 echo 5000 > /sys/module/virtio_blk_rs/parameters/give_up_after_ms
-row slow-32-t5-lim ours 32
+benign_reads slow-32-t5-lim ours 32
 echo 0 > /sys/module/virtio_blk_rs/parameters/give_up_after_ms
 echo 30000 > /sys/block/$d/queue/io_timeout
-[ -n "$FULL" ] && row slow-80 ours 80
+[ -n "$FULL" ] && benign_reads slow-80 ours 80
 check "ours: the disk still reads afterwards" dd if=/dev/$d of=/dev/null bs=4k count=1 iflag=direct
 
 # The poll queue: vdb's second queue.
@@ -138,11 +90,10 @@ check "ours gave up on no device (no 'answered nothing' line)" sh -c "! dmesg | 
 if [ -f /lib/modules/virtio_blk.ko ]; then
     check "insmod virtio_blk (C)" insmod /lib/modules/virtio_blk.ko
     sleep 1
-    row slow-32-t5 C 32
-    echo "HOST-CMD: block_set_io_throttle d0 0 0 0 0 0 0"
-    sleep 2
-    for secs in $STALLS_C; do stall_row stall-$secs-t5 C $secs; done
-    for secs in $STALLS_DEFAULT; do stall_row stall-$secs C $secs; done
+    benign_reads slow-32-t5 C 32
+    throttle 0 0
+    for secs in $STALLS_C; do benign_stall stall-$secs-t5 C $secs; done
+    for secs in $STALLS_DEFAULT; do benign_stall stall-$secs C $secs; done
     check "rmmod virtio_blk (C)" unload virtio_blk
 fi
 check "no warnings/oopses" sh -c "! dmesg | grep -E 'WARNING:|BUG:|Oops'"

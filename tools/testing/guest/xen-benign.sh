@@ -22,68 +22,27 @@ D=xvda
 # every row (Documentation/benign.md gives the command and its time).
 if [ -n "${BENIGN_FULL:-}" ]; then STALLS="10 45" STALLS_C="10 45"; else STALLS= STALLS_C=; fi
 
-# row NAME WHO: 32 concurrent direct reads of distinct blocks; its BENIGN
-# line and checks.
-row() {
-    local name=$1 who=$2 n=32 i t0 secs failed=0
-    rm -f /tmp/rd.*
-    t0=$(date +%s)
-    for i in $(seq 1 $n); do
-        (dd if=/dev/$D of=/dev/null bs=4k count=1 skip=$((i * 16)) iflag=direct 2> /dev/null; echo $? > /tmp/rd.$i) &
-    done
-    wait
-    secs=$(($(date +%s) - t0))
-    for i in $(seq 1 $n); do [ "$(cat /tmp/rd.$i 2> /dev/null)" = 0 ] || failed=$((failed + 1)); done
-    echo "BENIGN $name $who $failed $n $secs"
-    check "$name: $who: $n throttled reads took ${secs}s (at least $((n / 4))s: the disk was slow)" [ "$secs" -ge $((n / 4)) ]
-    check "$name: $who: no read failed ($failed of $n)" [ "$failed" = 0 ]
-}
-
-# stall_row NAME WHO SECS: fio writes and verifies (crc32c, queue depth
-# 32) while dom0's disk stalls for SECS s (throttled to one byte a
-# second, then the throttle lifted); its BENIGN line and checks. Proof
-# that it struck: fio's requests in flight in the middle of the stall.
-stall_row() {
-    local name=$1 who=$2 secs=$3 pid rc held errs
-    fio --name=s --filename=/dev/$D --direct=1 --ioengine=libaio --iodepth=32 --rw=randwrite \
-        --bs=4k --size=4M --time_based --runtime=$((secs + 8)) --verify=crc32c --verify_backlog=64 \
-        --verify_fatal=1 --output=/tmp/stall.out > /dev/null 2>&1 &
-    pid=$!
-    sleep 3
-    echo "HOST-CMD: block_set_io_throttle vbd 1 0 0 0 0 0"
-    sleep $((secs / 2))
-    held=$(awk '{ print $1 + $2 }' /sys/block/$D/inflight)
-    sleep $((secs - secs / 2))
-    echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 0 0 0"
-    wait $pid; rc=$?
-    errs=$(sed -n 's/.*err= *\([0-9]*\).*/\1/p' /tmp/stall.out | sort -u | paste -sd, -)
-    echo "BENIGN $name $who $([ $rc = 0 ] && [ "$errs" = 0 ] && echo 0 || echo "fio-exit-$rc,err=${errs:-none}") - $secs"
-    check "$name: $who: the stall held fio's requests ($held in flight at its middle)" [ "${held:-0}" -gt 0 ]
-    check "$name: $who: fio wrote and verified through a $secs s stall (exit $rc, err=${errs:-none})" [ $rc = 0 -a "$errs" = 0 ]
-}
+BENIGN_DISK=$D BENIGN_DRIVE=vbd
 
 dmesg_mark benign
 # The C driver first: it does not attach to a vbd ours was unbound from
 # within the wait (the other scripts load it first too).
 if [ -f /lib/modules/xen-blkfront.ko ] && check "insmod xen-blkfront (C)" insmod /lib/modules/xen-blkfront.ko; then
     for i in $(seq 1 40); do [ -e /sys/block/$D ] && break; sleep 0.25; done
-    echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 2 0 0"
-    sleep 2
-    row slow-32-t5 C
-    echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 0 0 0"
-    sleep 2
-    for secs in $STALLS_C; do stall_row stall-$secs-t5 C $secs; done
+    throttle 0 2
+    benign_reads slow-32-t5 C 32
+    throttle 0 0
+    for secs in $STALLS_C; do benign_stall stall-$secs-t5 C $secs; done
     unbind_vbds vbd
     check "rmmod xen-blkfront (C)" unload xen_blkfront
 fi
 if fault_injection_disk $D; then
     echo 5000 > /sys/block/$D/queue/io_timeout
-    for secs in $STALLS; do stall_row stall-$secs-t5 ours $secs; done
-    echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 2 0 0"
-    sleep 2
-    row slow-32-t5 ours
+    for secs in $STALLS; do benign_stall stall-$secs-t5 ours $secs; done
+    throttle 0 2
+    benign_reads slow-32-t5 ours 32
     echo 5000 > /sys/module/xen_blkfront_rs/parameters/give_up_after_ms
-    row slow-32-t5-lim ours
+    benign_reads slow-32-t5-lim ours 32
     echo 0 > /sys/module/xen_blkfront_rs/parameters/give_up_after_ms
     t=$(dstat request_timeouts)
     echo "BENIGN-TIMEOUTS $D ${t:-none}"
@@ -94,6 +53,5 @@ if fault_injection_disk $D; then
     unbind_vbds
     check "rmmod xen_blkfront_rs" unload xen_blkfront_rs
 fi
-echo "HOST-CMD: block_set_io_throttle vbd 0 0 0 0 0 0"
-sleep 2
+throttle 0 0
 finish

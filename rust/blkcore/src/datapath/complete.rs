@@ -107,27 +107,7 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         if self.held() == 0 {
             return 0;
         }
-        let mut ended = 0u32;
-        for id in 0..self.slots.as_ref().len() {
-            if !self.slots.as_ref().get(id).is_some_and(|s| s.held) {
-                continue;
-            }
-            if self.end_direct(mem, id).is_err() {
-                continue;
-            }
-            let rq = self.slots.as_mut().get_mut(id).and_then(|s| {
-                s.held = false;
-                s.rq.take()
-            });
-            if let Some(t) = self.inflight() {
-                t.unhold(id as u32);
-            }
-            if let Some(rq) = rq {
-                ended = ended.saturating_add(1);
-                done(rq, Status::IoErr);
-            }
-        }
-        ended
+        self.end_held(mem, done, false)
     }
 
     /// Ends every held request with [`Status::IoErr`] although the backend
@@ -141,12 +121,28 @@ impl<S: Storage, F: Copy, Rq> DataPath<S, F, Rq> {
         mem: &mut M,
         done: &mut impl FnMut(Rq, Status),
     ) -> u32 {
+        self.end_held(mem, done, true)
+    }
+
+    /// Ends the held requests whose grants end now ([`DataPath::retry_held`]),
+    /// or all of them, still-mapped grants deferred (`abandon`:
+    /// [`DataPath::abandon_held`]), with [`Status::IoErr`].
+    fn end_held<M: Memory<Frame = F>>(
+        &mut self,
+        mem: &mut M,
+        done: &mut impl FnMut(Rq, Status),
+        abandon: bool,
+    ) -> u32 {
         let mut ended = 0u32;
         for id in 0..self.slots.as_ref().len() {
             if !self.slots.as_ref().get(id).is_some_and(|s| s.held) {
                 continue;
             }
-            self.defer_direct(mem, id);
+            if abandon {
+                self.defer_direct(mem, id);
+            } else if self.end_direct(mem, id).is_err() {
+                continue;
+            }
             let rq = self.slots.as_mut().get_mut(id).and_then(|s| {
                 s.held = false;
                 s.rq.take()

@@ -356,6 +356,12 @@ PY
     if ! guest_exited_cleanly "$tmp/log"; then
         echo "fail $label: guest did not finish cleanly ($(grep -m1 '^GUEST-EXIT' "$tmp/log" || echo 'no GUEST-EXIT line: hang, panic or timeout'))" >> "$tmp/res"
     fi
+    # The init prints GUEST-EXIT before `sync; poweroff -f`: a driver that
+    # hangs the sync or the power-off shows only as QEMU killed at the
+    # runner's timeout, after a clean exit line.
+    if grep -q '^GUEST-TIMEOUT' "$tmp/log"; then
+        echo "fail $label: the guest never powered off: $(grep -m1 '^GUEST-TIMEOUT' "$tmp/log") (a hang after its last line: sync, power-off)" >> "$tmp/res"
+    fi
     # One append: two lanes' runners share $RESULTS.
     cat "$tmp/res" >> "$results"
     scan_kernel_reports "$log" "$label"

@@ -105,8 +105,10 @@ and then by Linux's C virtio_blk (guest/virtio-hostile.sh; C in boots of
 its own, the same QEMU and guest, one more boot after each hang): the
 device behaves until it has answered 64 requests (or misbehaves in its
 config from the start, or on one kind of request), fio writes and reads
-back with crc32c checks (the disk's io_timeout set to 5 s), then the
-device is unplugged as \`device_del\` does. Suite 15 runs a few of them
+back with crc32c checks (the disk's io_timeout set to 5 s; ours loaded
+with \`give_up_after_ms=5000\`, but for stall, which runs with the default
+and gives up at the unplug), then the device is unplugged as \`device_del\`
+does. Suite 15 runs a few of them
 again for ours on the debug kernel (KASAN, lockdep, kmemleak;
 \`HOSTILE_DEBUG_SCENARIOS=all\` runs every one there).
 
@@ -140,9 +142,10 @@ Linux's C xen-blkfront (guest/xen-hostile.sh; C in boots of its own, the
 same Xen and domU setup, one more boot after each hang): the backend
 behaves until the frontend has sent 64 requests, fio has requests in flight
 when it strikes, then the vbd is detached as \`xl block-detach\` does
-(for stall-connected, whose disk's io_timeout is 5 s, the backend stays
-Connected and the frontend's node is removed first, as \`xl block-detach
---force\` leaves it).
+(ours loaded with \`give_up_after_ms=5000\`; for stall-connected, with the
+default, whose disk's io_timeout is 5 s, the backend stays Connected and
+the frontend's node is removed first, as \`xl block-detach --force\`
+leaves it: ours gives up at the removal).
 Suite 35-debug-xen runs six of them again for ours on the
 debug kernel (KASAN, lockdep, kmemleak; \`HOSTILE_DEBUG_SCENARIOS=all\`
 runs every one there).

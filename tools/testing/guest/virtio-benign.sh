@@ -70,10 +70,17 @@ fio --name=p --filename=/dev/vdb --direct=1 --ioengine=io_uring --hipri=1 --thre
 pid=$!
 sleep 4
 # Stopped with requests in flight (the row's proof that it struck): a
-# stop that caught none is undone and tried again.
+# stop takes effect when each thread leaves the kernel, where io_uring's
+# poll loop may still reap everything first, so the requests are counted
+# once every thread is stopped; a stop that caught none is undone and
+# tried again.
 held=0 i=0
 while [ $i -lt 50 ]; do
     kill -STOP $pid
+    n=0
+    while [ "$(grep -h '^State:' /proc/$pid/task/*/status | grep -vc 'T (stopped)')" -gt 0 ] && [ $n -lt 40 ]; do
+        usleep 50000; n=$((n + 1))
+    done
     held=$(awk '{ print $1 + $2 }' /sys/block/vdb/inflight)
     [ "$held" -gt 0 ] && break
     kill -CONT $pid

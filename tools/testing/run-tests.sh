@@ -156,9 +156,9 @@ if [ "$mode" != --host-only ]; then
         # virtio boots (55: after them suite 35's Xen boot starts when 65's
         # are done), the debug Xen boot (35) and the benchmark smoke's Xen
         # boots (50: it asserts no figure, so it need not have the machine
-        # alone). Measured: lane 1 60+65 7.7 min, 10 5.0, 15 6.8, 32 3.4:
-        # 22.9; lane 2 30 6.2, 55 1.8, 35 10.6, 50 about 4.4. Stage 2:
-        # suite 20 (six Xen boots, 16.2 min) alone.
+        # alone). Measured: lane 1 60+65 8.3 min, 10 6.2, 15 7.2, 32 2.5:
+        # 24.2; lane 2 30 6.4, 55 1.8, 35 10.4, 50 about 3. Stage 2:
+        # suite 20 (six Xen boots, 16.5 min) alone.
         # Every suite is in exactly one stage (a new one fails loudly).
         stages=(
             "60-debian-stock.sh 65-debian-deploy.sh 10-virtio.sh 15-virtio-hostile.sh 32-debug-virtio-reset.sh | 30-debug-virtio.sh 55-bench-smoke-virtio.sh 35-debug-xen.sh 50-bench-smoke.sh"

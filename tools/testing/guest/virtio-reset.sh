@@ -41,7 +41,7 @@ reset_under_io() { # MODULE
     [ $RESET_HOW = s3 ] && s3_done=$(cat /sys/power/suspend_stats/success)
     fio --name=reset --filename=/dev/vda --direct=1 --ioengine=libaio --iodepth=16 \
         --rw=randwrite --bs=16k --size="$RESET_SIZE" --loops="$RESET_LOOPS" --verify=crc32c --verify_fatal=1 \
-        --do_verify=1 --output=/tmp/fio-reset.log &
+        --do_verify=1 --eta=never --output=/tmp/fio-reset.log &
     local fio_pid=$!
     for i in $(seq 1 $RESETS); do
         sleep 2

@@ -10,9 +10,10 @@
 # makes the two boots first (virtio about 17 minutes, Xen about 5, on a
 # 2-core machine without KVM): $CACHE/logs/virtio-benign-full.log and
 # xen-benign-full.log. Without --run the page is made from the LOGs given,
-# or those two:
+# or those two; a log whose name starts with "virtio" holds virtio rows,
+# any other Xen rows; a row run in two logs is taken from the first:
 #
-#   tools/testing/benign-table.sh [VIRTIO_LOG XEN_LOG] > Documentation/benign.md
+#   tools/testing/benign-table.sh [LOG...] > Documentation/benign.md
 #
 # README's test command runs a subset of the rows (suite 10's boot
 # virtio-benign, suite 20's xen-p0-b512), each checked there.
@@ -26,19 +27,20 @@ if [ "${1:-}" = --run ]; then
     : > "$RESULTS"
     GUEST_ENV="BENIGN_FULL=1" bash "$REPO/tools/testing/virtio-guest.sh" -l virtio-benign-full -t 2400 \
         -d 64M -d '64M,num-queues=2' "$REPO/tools/testing/guest/virtio-benign.sh" >&2
-    GUEST_ENV="SCRIPTS=xen-benign BENIGN_FULL=1" bash "$REPO/tools/testing/xen-guest.sh" -l xen-benign-full \
-        -p 0 -b 512 -s 256M -t 1200 "$REPO/tools/testing/guest/multi.sh" >&2
+    GUEST_ENV="SCRIPTS=xen-benign BENIGN_FULL=1 BENIGN_SLOW=1" USERSPACE_BACKEND=1 bash "$REPO/tools/testing/xen-guest.sh" \
+        -l xen-benign-full -p 0 -b 512 -s 256M -t 2400 "$REPO/tools/testing/guest/multi.sh" >&2
     grep -v '^pass' "$RESULTS" >&2 || true
 fi
-vlog=${1:-$CACHE/logs/virtio-benign-full.log}
-xlog=${2:-$CACHE/logs/xen-benign-full.log}
-for f in "$vlog" "$xlog"; do [ -f "$f" ] || die "no log $f: run the suites first (README)"; done
+(($#)) || set -- "$CACHE/logs/virtio-benign-full.log" "$CACHE/logs/xen-benign-full.log"
+for f in "$@"; do [ -f "$f" ] || die "no log $f: run the suites first (README)"; done
 
-# rows DRIVER LOG: "driver row who failed reads secs" lines.
+# rows LOG: "driver row who failed reads secs" lines.
 rows() {
-    tr -d '\r' < "$2" | sed 's/^\[ *[0-9.]*\] //' | awk -v d="$1" '$1 == "BENIGN" { print d, $2, $3, $4, $5, $6 }'
+    local d=xen
+    case $(basename "$1") in virtio*) d=virtio ;; esac
+    tr -d '\r' < "$1" | sed 's/^\[ *[0-9.]*\] //' | awk -v d="$d" '$1 == "BENIGN" { print d, $2, $3, $4, $5, $6 }'
 }
-all=$( { rows virtio "$vlog"; rows xen "$xlog"; } )
+all=$(for f in "$@"; do rows "$f"; done)
 
 cat <<'HEAD'
 # An honest backend or device that is merely slow
@@ -62,6 +64,9 @@ what() {
         poll-stopped) echo "fio io_uring --hipri on a poll queue, the fio process stopped (SIGSTOP) 10 s with requests in flight; io_timeout 5 s, give_up_after_ms=5000" ;;
         stall-*-t5) echo "the disk stalls ${1#stall-}, then resumes (throttled to 1 byte/s, then not), fio randwrite + crc32c verify at queue depth 32, io_timeout 5 s" | sed 's/-t5,/ s,/' ;;
         stall-*) echo "the disk stalls ${1#stall-} s, then resumes, fio randwrite + crc32c verify at queue depth 32, the default io_timeout (30 s)" ;;
+        flush-40-t5) echo "every flush answered after 40 s (the test backend's --flush-ms), fio randwrite + crc32c verify at queue depth 32 with its end fsync, io_timeout 5 s" ;;
+        discard-40-t5) echo "every discard answered after 40 s (--discard-ms): blkdiscard beyond fio's 4 MiB while fio writes and verifies at queue depth 32, io_timeout 5 s" ;;
+        full-ring-60-t5) echo "every read and write answered after 0.5 s (--request-ms) on one ring of 32 slots, fio randwrite + verify at depth 64 for 60 s: the ring full, requests waiting for room; io_timeout 5 s" ;;
         *) echo "$1" ;;
     esac
 }
@@ -89,7 +94,7 @@ proves it struck, checked in the guest: the reads took the throttle's
 time (at least a quarter of N/2 s), a stall held fio's requests in flight
 at its middle, the stopped fio had polled requests in flight, and ours
 counted request timeouts (its removal line, or debugfs
-\`request_timeouts\`): $(cat "$vlog" "$xlog" | tr -d '\r' | sed -n 's/.*BENIGN-TIMEOUTS \([a-z]*\) \([0-9a-z]*\).*/\1 \2/p' | paste -sd, - | sed 's/,/, /g').
+\`request_timeouts\`): $(cat "$@" | tr -d '\r' | sed -n 's/.*BENIGN-TIMEOUTS \([a-z]*\) \([0-9a-z]*\).*/\1 \2/p' | paste -sd, - | sed 's/,/, /g').
 
 Made by \`bash tools/testing/benign-table.sh --run > Documentation/benign.md\`
 (every row: two boots, virtio about 17 minutes and Xen about 5 on a

@@ -6,7 +6,14 @@
 # page is generated, never edited:
 #
 #   tools/testing/hostile-table.sh [--virtio] [--run-c] [LOG...] > Documentation/hostile-backend.md
+#   tools/testing/hostile-table.sh [--virtio] --update LOG... > page.new
 #   tools/testing/hostile-table.sh [--virtio] --check [LOG]
+#
+# --update keeps the page's rows for what the LOGs did not run: each
+# scenario's run (ours, C) comes from the first LOG that has it, else from
+# the committed page's row (its cells read back as that run's line); rows
+# in the page's order, new scenarios last. For runs of a few scenarios
+# (new ones, or ours again) without every C run again.
 #
 # --virtio: the same for the virtio driver and virtio-blk-backend
 # (tools/testing/virtio-backend, guest/virtio-hostile.sh, its "VHOSTILE"
@@ -80,12 +87,22 @@ if [ "${1:-}" = --run-c ]; then
         remaining=$(tr -d '\r' < "$log" | sed -n "s/^$TAG-NOT-RUN \([^ ]*\) C\$/\1/p" | tr '\n' ' ')
     done
 fi
+update=
+if [ "${1:-}" = --update ]; then
+    shift
+    (($#)) || die "--update needs the LOGs of the new runs"
+    # The page's rows as the lines they were made from: "| s | ours | C |
+    # ours: NOTES. C: CNOTES. |" (a C cell not-run: no C line).
+    update=$(sed -n 's/^| \([a-z0-9-]*\) | \([a-z-]*\) | \([a-z-]*\) | ours: \(.*\)\. C: \(.*\)\. |$/\1\t\2\t\3\t\4\t\5/p' "$PAGE" |
+        sed 's/\\|/|/g' | awk -F'\t' -v t="$TAG" '{ print t, $1, "ours", $2, $4; if ($3 != "not-run") print t, $1, "C", $3, $5 }')
+    [ -n "$update" ] || die "no rows read back from $PAGE"
+fi
 if (($# == 0)); then
     set -- "$CACHE/logs/$OURS_LOG.log"
     for l in "$CACHE"/logs/$C_LOGS-*.log; do [ -f "$l" ] && set -- "$@" "$l"; done
 fi
-lines=$(for log in "$@"; do tr -d '\r' < "$log" | sed 's/^(XEN) //; s/^\[ *[0-9.]*\] //'; done |
-    grep "^$TAG " | awk '!seen[$0]++' || true)
+lines=$( { for log in "$@"; do tr -d '\r' < "$log" | sed 's/^(XEN) //; s/^\[ *[0-9.]*\] //'; done |
+    grep "^$TAG "; echo "$update"; } | grep "^$TAG " | awk '!seen[$0]++' || true)
 [ -n "$lines" ] || die "no HOSTILE lines in $*"
 field() { # SCENARIO WHO N: field N (4: outcome, 5: the notes) of that run
     echo "$lines" | awk -v s="$1" -v w="$2" -v n="$3" '$2 == s && $3 == w {
@@ -146,7 +163,7 @@ when it strikes, then the vbd is detached as \`xl block-detach\` does
 default, whose disk's io_timeout is 5 s, the backend stays Connected and
 the frontend's node is removed first, as \`xl block-detach --force\`
 leaves it: ours gives up at the removal).
-Suite 35-debug-xen runs six of them again for ours on the
+Suite 35-debug-xen runs four of them again for ours on the
 debug kernel (KASAN, lockdep, kmemleak; \`HOSTILE_DEBUG_SCENARIOS=all\`
 runs every one there).
 
@@ -166,7 +183,7 @@ the remaining scenarios run for C in a fresh Xen boot.
 | --- | --- | --- | --- |
 HEAD
 fi
-for s in $(echo "$lines" | awk '{ print $2 }' | awk '!seen[$0]++'); do
+for s in $( { echo "$update"; echo "$lines"; } | awk 'NF { print $2 }' | awk '!seen[$0]++'); do
     # A scenario without a C run (none of the logs has its line) says so.
     c=$(field "$s" C 4) c_notes=$(field "$s" C 5)
     echo "| $s | $(field "$s" ours 4) | ${c:-not-run} | ours: $(field "$s" ours 5). C: ${c_notes:-not run}. |"

@@ -408,24 +408,29 @@ s.sendall((cmd + "\n").encode())
 time.sleep(0.5)
 PY
 }
-# vhost_user_cmd MONITOR.SOCK vub-attach SCENARIO N | vub-detach N: the
-# guest's requests for a device of virtio-blk-backend
+# vhost_user_cmd MONITOR.SOCK vub-attach SCENARIO N [ARGS...] |
+# vub-detach N: the guest's requests for a device of virtio-blk-backend
 # (tools/testing/virtio-backend) in a guest whose RAM is shared
 # (virtio-guest.sh with VHOST_USER=1, which sets VUB_DIR and VUB_BIN).
 # Attach starts the device on a fresh 128 MiB file, misbehaving as
-# SCENARIO ("well": not at all), and hot-plugs it as vhost-user-blk-pci
-# "vub<N>" (2 queues); detach unplugs it (the guest's removal then runs).
+# SCENARIO ("well" or "-": not at all), with ARGS as more device options
+# (e.g. "--flush-ms 40000": an honest device that is slow to flush), and
+# hot-plugs it as vhost-user-blk-pci "vub<N>" (2 queues); detach unplugs
+# it (the guest's removal then runs).
 # The device appends "fired SCENARIO" to $VUB_DIR/fired when it strikes.
 vhost_user_cmd() {
     local sock=$1 n i
     case $2 in
         vub-attach)
+            local scenario=$3
             n=$4
+            shift 4
             truncate -s 128M "$VUB_DIR/vub$n.img"
             rm -f "$VUB_DIR/vub$n.sock"
             # shellcheck disable=SC2046
             setsid "$VUB_BIN" --socket "$VUB_DIR/vub$n.sock" --file "$VUB_DIR/vub$n.img" --fired "$VUB_DIR/fired" \
-                $([ "$3" = well ] || echo --misbehave "$3") >> "$VUB_DIR/device.log" 2>&1 < /dev/null &
+                $([ "$scenario" = well ] || [ "$scenario" = - ] || echo --misbehave "$scenario") "$@" \
+                >> "$VUB_DIR/device.log" 2>&1 < /dev/null &
             echo $! >> "$VUB_DIR/pids"
             for ((i = 0; i < 50; i++)); do [ -S "$VUB_DIR/vub$n.sock" ] && break; sleep 0.1; done
             monitor_send "$sock" "chardev-add socket,id=vubc$n,path=$VUB_DIR/vub$n.sock"

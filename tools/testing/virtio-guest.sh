@@ -26,8 +26,9 @@
 # S3=1 (the machine offers ACPI S3 suspend to RAM; one vCPU), KERNEL_IMAGE and C_KO
 # (another kernel than KDIR's, e.g. Debian's, and its C virtio_blk.ko),
 # VHOST_USER=1 (the guest's RAM is shared memory, and the guest lines
-# "HOST-CMD: vub-attach SCENARIO N" / "HOST-CMD: vub-detach N" hot-plug and
-# unplug a device of tools/testing/virtio-backend, lib.sh vhost_user_cmd;
+# "HOST-CMD: vub-attach SCENARIO N [DEVICE OPTIONS]" / "HOST-CMD: vub-detach N"
+# hot-plug and unplug a device of tools/testing/virtio-backend ("-" for
+# SCENARIO: a well-behaved one), lib.sh vhost_user_cmd;
 # after the boot the log gets one "HOST-VUB: fired SCENARIO" line per
 # scenario that struck, and the devices' own lines go to LABEL-device.log).
 set -euo pipefail

@@ -180,8 +180,23 @@ impl xenbus::Driver for Blkfront {
     fn otherend_changed(dev: &Device, frontend: ArcBorrow<'_, Frontend>, state: State) {
         match state {
             State::InitWait => {
-                if dev.state() != State::Initialising {
-                    return;
+                match dev.state() {
+                    State::Initialising => {}
+                    // The backend started again (a userspace backend's
+                    // process, a driver domain) and waits for us: it has
+                    // no rings. Reconnect as after a restore: the rings
+                    // are taken down (what the old backend still maps is
+                    // held until it unmaps), what was in flight is sent
+                    // again once it is Connected. Upstream ignores it, and
+                    // its requests in flight wait for ever.
+                    State::Initialised | State::Connected => {
+                        dev_notice!(
+                            dev.as_device(),
+                            "backend {} went back to InitWait: reconnecting, requests in flight are sent again\n",
+                            shown_path(dev.otherend())
+                        );
+                    }
+                    _ => return,
                 }
                 let _ = frontend.talk_to_blkback(dev);
             }

@@ -275,17 +275,24 @@ us_start() {
     [ $# = 0 ] || shift
     echo "DOM0-CMD: sh /run/payload/us-backend start $s ${US_DEVID:-51728} $*"
 }
-# us_stop: asks dom0 to detach the vbd; prints dom0's answer (waits 90 s).
+# us_stop [WAIT]: asks dom0 to detach the vbd (its backend killed after
+# WAIT seconds, 45 by default, if still there); prints dom0's answer
+# (waits 90 s). Dom0 runs the detach in the background: other DOM0-CMDs
+# go on meanwhile (another vbd's start, us_kill).
 us_stop() {
     local i=0 v seq
     # The sequence number lives in a file: callers run this in $(...).
     seq=$(( $(cat /tmp/us-backend.seq 2>/dev/null || echo 0) + 1 )); echo $seq > /tmp/us-backend.seq
-    echo "DOM0-CMD: sh /run/payload/us-backend stop $seq ${US_DEVID:-51728}" >&2
+    echo "DOM0-CMD: sh /run/payload/us-backend stop $seq ${US_DEVID:-51728} ${1:-45} &" >&2
     while [ $i -lt 180 ]; do
         v=$(xs_read "data/us-backend/$seq") && { echo "$v"; return 0; }
         sleep 0.5; i=$((i + 1))
     done
     echo "no answer from dom0"; return 1
+}
+# us_kill: the detach of the vbd (us_stop) kills its backend now.
+us_kill() {
+    echo "DOM0-CMD: touch /run/us-backend.${US_DEVID:-51728}.kill"
 }
 # us_disk_appears: the disk is there within 60 s; gives up early once the
 # frontend went Closing or Closed (the driver refused the backend).
@@ -315,11 +322,12 @@ us_stats_at_least() {
 us_stats() {
     local be; be=$(xs_read "device/vbd/${US_DEVID:-51728}/backend") || return 1
     # No node yet: nothing served yet.
-    set -- "$1" $(xs_read "$be/test-stats" || echo 0 0 0 0 0 0 0 0 0 0)
+    set -- "$1" $(xs_read "$be/test-stats" || echo 0 0 0 0 0 0 0 0 0 0 0 0)
     case $1 in
         requests) echo "$2" ;; reads) echo "$3" ;; writes) echo "$4" ;; flushes) echo "$5" ;;
         barriers) echo "$6" ;; discards) echo "$7" ;; errors) echo "$8" ;; indirect) echo "$9" ;;
-        persistent) echo "${10}" ;; barrier_writes) echo "${11}" ;;
+        persistent) echo "${10}" ;; barrier_writes) echo "${11}" ;; delayed) echo "${12}" ;;
+        most_waiting) echo "${13}" ;;
     esac
 }
 

@@ -22,6 +22,21 @@
 # verifies at queue depth 32.
 #   stall-SECS-t5   io_timeout 5 s; BENIGN_FULL only: 10, 45, 120
 #   stall-SECS      the default io_timeout; BENIGN_FULL only: 10, 45, 120
+# A device slow to flush or to discard: our own vhost-user-blk device
+# (tools/testing/virtio-backend), hot-plugged well-behaved but answering
+# each flush, or each discard and write-zeroes, 40 s after it took it
+# (--flush-ms, --discard-ms; one request after another: the requests
+# behind it wait too). It needs a guest booted by virtio-guest.sh with
+# VHOST_USER=1, which the host says with BENIGN_VUB=1 in GUEST_ENV;
+# BENIGN_FULL only. Ours with io_timeout 5 s, C with its default:
+#   flush-40        fio's randwrite and crc32c verify at queue depth 32
+#                   on 4 MiB, then one flush (--end_fsync=1); struck if
+#                   fio took 40 s or more
+#   discard-40      blkdiscard from 64 MiB to the end of the 128 MiB disk
+#                   (four requests of 16 MiB: 160 s) while fio runs the
+#                   same job, without the flush, on the first 4 MiB;
+#                   struck if blkdiscard took 40 s or more
+# BENIGN_ROWS=slow-device runs these rows only (with BENIGN_VUB=1).
 # The C driver (no timeout: its requests wait for ever) runs slow-32-t5
 # and the stalls for the baseline. Each row proves it struck: the reads
 # took the throttle's time, the stall held requests in flight, and ours
@@ -41,6 +56,136 @@ fi
 dmesg_mark benign
 
 BENIGN_DISK=$d BENIGN_DRIVE=d0
+
+# vub_plug N OPTIONS...: hot-plugs a well-behaved vhost-user device vub<N>
+# with these device options and prints its disk's name once it is up (at
+# most 60 s: the disk not under /sys/block before).
+vub_plug() {
+    local n=$1 before i d
+    shift
+    before=" $(ls /sys/block | tr '\n' ' ') "
+    # On stderr: the caller takes stdout, the disk's name.
+    echo "HOST-CMD: vub-attach - $n $*" >&2
+    for i in $(seq 1 120); do
+        for d in $(ls /sys/block); do
+            case $before in *" $d "*) ;; *) [ -b /dev/$d ] && { echo $d; return 0; } ;; esac
+        done
+        sleep 0.5
+    done
+    return 1
+}
+# vub_unplug WHO N DISK: unplugs vub<N>; for ours a check that its disk
+# went within 60 s (with ours' count of request timeouts on it).
+vub_unplug() {
+    local who=$1 n=$2 d=$3 i=0 t
+    echo "HOST-CMD: vub-detach $n"
+    while [ -e /sys/block/$d ] && [ $i -lt 120 ]; do sleep 0.5; i=$((i + 1)); done
+    [ $who = ours ] || return 0
+    # Its removal line follows the disk's going.
+    sleep 1
+    t=$(removal_count $d "request timeouts")
+    check "$ROW: ours: the disk $d went at the unplug (its removal line: ${t:-no} request timeouts)" \
+        [ ! -e /sys/block/$d ]
+}
+# vub_fio DISK OUT MORE...: fio's verify job of benign_stall on the first
+# 4 MiB of DISK, its report in OUT, with the options MORE.
+vub_fio() {
+    local d=$1 out=$2
+    shift 2
+    fio --name=v --filename=/dev/$d --direct=1 --ioengine=libaio --iodepth=32 --rw=randwrite \
+        --bs=4k --size=4M --verify=crc32c --verify_backlog=64 --verify_fatal=1 "$@" \
+        --output=$out > /dev/null 2>&1
+}
+# fio_outcome OUT RC: "0" for fio's exit RC 0 and err=0 in its report OUT,
+# else "fio-exit-RC,err=E".
+fio_outcome() {
+    local errs
+    errs=$(sed -n 's/.*err= *\([0-9]*\).*/\1/p' $1 | sort -u | paste -sd, -)
+    [ $2 = 0 ] && [ "$errs" = 0 ] && echo 0 || echo "fio-exit-$2,err=${errs:-none}"
+}
+# slow_flush WHO N: the row flush-40 on device vub<N>.
+slow_flush() {
+    local who=$1 n=$2 d t0 rc secs outcome
+    ROW=flush-40
+    if ! d=$(vub_plug $n --flush-ms 40000); then
+        echo "BENIGN $ROW $who no-disk - 0"
+        [ $who = ours ] && not_ok "$ROW: ours: the slow device's disk appears"
+        return 1
+    fi
+    [ $who = ours ] && echo 5000 > /sys/block/$d/queue/io_timeout
+    t0=$(date +%s)
+    vub_fio $d /tmp/vub.out --end_fsync=1; rc=$?
+    secs=$(($(date +%s) - t0))
+    outcome=$(fio_outcome /tmp/vub.out $rc)
+    echo "BENIGN $ROW $who $([ $secs -lt 40 ] && echo not-struck:)$outcome - $secs"
+    if [ $who = ours ]; then
+        check "$ROW: ours: fio with its flush answered 40 s late took ${secs}s (at least 40 s: the flush was slow)" [ $secs -ge 40 ]
+        check "$ROW: ours: fio wrote, flushed and verified with no error ($outcome)" [ "$outcome" = 0 ]
+    fi
+    vub_unplug $who $n $d
+}
+# slow_discard WHO N: the row discard-40 on device vub<N>.
+slow_discard() {
+    local who=$1 n=$2 d pid t0 drc rc secs outcome bytes i
+    ROW=discard-40
+    if ! d=$(vub_plug $n --discard-ms 40000); then
+        echo "BENIGN $ROW $who no-disk - 0"
+        [ $who = ours ] && not_ok "$ROW: ours: the slow device's disk appears"
+        return 1
+    fi
+    [ $who = ours ] && echo 5000 > /sys/block/$d/queue/io_timeout
+    bytes=$(($(cat /sys/block/$d/size) * 512))
+    # Time-based: fio still writes when the discards go in, and its
+    # requests queue behind them.
+    vub_fio $d /tmp/vub.out --time_based --runtime=20 &
+    pid=$!
+    i=0
+    while [ "$(inflight_sample $d)" = 0 ] && [ $i -lt 5 ]; do i=$((i + 1)); done
+    t0=$(date +%s)
+    blkdiscard -o $((64 << 20)) -l $((bytes - (64 << 20))) /dev/$d; drc=$?
+    secs=$(($(date +%s) - t0))
+    wait $pid; rc=$?
+    outcome=$(fio_outcome /tmp/vub.out $rc)
+    if [ $drc != 0 ]; then
+        [ "$outcome" = 0 ] && outcome=blkdiscard-exit-$drc || outcome=blkdiscard-exit-$drc,$outcome
+    fi
+    echo "BENIGN $ROW $who $([ $secs -lt 40 ] && echo not-struck:)$outcome - $secs"
+    if [ $who = ours ]; then
+        check "$ROW: ours: blkdiscard of $(((bytes >> 20) - 64)) MiB with each discard answered 40 s late took ${secs}s (at least 40 s: the discards were slow)" [ $secs -ge 40 ]
+        check "$ROW: ours: blkdiscard exits 0 and fio beside it has no error ($outcome)" [ "$outcome" = 0 ]
+    fi
+    vub_unplug $who $n $d
+}
+# slow_device_rows: flush-40 and discard-40, ours then C (each loaded for
+# them alone), on devices vub1 to vub4.
+slow_device_rows() {
+    if [ -z "${BENIGN_VUB:-}" ]; then
+        echo "BENIGN-NOT-RUN flush-40 discard-40: no vhost-user device (BENIGN_VUB=1 and VHOST_USER=1 on the host)"
+        return 0
+    fi
+    # vda unthrottled: the module's probe reads it.
+    throttle 0 0
+    check "insmod virtio_blk_rs" insmod /lib/modules/virtio_blk_rs.ko
+    sleep 1
+    slow_flush ours 1
+    slow_discard ours 2
+    check "rmmod virtio_blk_rs" unload virtio_blk_rs
+    if [ -f /lib/modules/virtio_blk.ko ]; then
+        check "insmod virtio_blk (C)" insmod /lib/modules/virtio_blk.ko
+        sleep 1
+        slow_flush C 3
+        slow_discard C 4
+        check "rmmod virtio_blk (C)" unload virtio_blk
+    fi
+}
+if [ "${BENIGN_ROWS:-}" = slow-device ]; then
+    check "BENIGN_ROWS=slow-device: the host says the vhost-user device is there (BENIGN_VUB=${BENIGN_VUB:-})" \
+        [ -n "${BENIGN_VUB:-}" ]
+    slow_device_rows
+    check "no warnings/oopses" sh -c "! dmesg | grep -E 'WARNING:|BUG:|Oops'"
+    finish
+    exit
+fi
 
 if [ -n "$FULL" ]; then
     check "insmod virtio_blk_rs" insmod /lib/modules/virtio_blk_rs.ko
@@ -117,5 +262,6 @@ if [ -f /lib/modules/virtio_blk.ko ]; then
     for secs in $STALLS_DEFAULT; do benign_stall stall-$secs C $secs; done
     check "rmmod virtio_blk (C)" unload virtio_blk
 fi
+[ -n "$FULL" ] && slow_device_rows
 check "no warnings/oopses" sh -c "! dmesg | grep -E 'WARNING:|BUG:|Oops'"
 finish

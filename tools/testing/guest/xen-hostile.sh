@@ -89,6 +89,11 @@ special() {
             if [ -e /sys/block/$US_DISK/queue/io_timeout ]; then echo 5000 > /sys/block/$US_DISK/queue/io_timeout; fi
             wc=$(q $US_DISK io_timeout 2> /dev/null)
             SPECIAL="io_timeout ${wc:-absent}${wc:+ ms}" ;;
+        never-unmaps-forced)
+            # An io_timeout of 5 s: the writes held in the removal's last
+            # drain (detach_lingering) end at their timeout.
+            if [ -e /sys/block/$US_DISK/queue/io_timeout ]; then echo 5000 > /sys/block/$US_DISK/queue/io_timeout; fi
+            SPECIAL="io_timeout $(q $US_DISK io_timeout 2> /dev/null || echo absent)" ;;
         late-write-after-response | late-write-cached | late-write-bounce | late-write-persistent)
             # 96 blocks: the backend strikes during the writes, so the first
             # read is the one it answers with its pages (or bounce frames,
@@ -127,6 +132,68 @@ special() {
             [ $who = ours ] && check "$s: every write the backend answered before Closing succeeded on ours, the next failed ($SPECIAL)" \
                 [ "$b1" = "$wc" -a "$rc" != 0 ] ;;
     esac
+}
+
+# detach_lingering SCENARIO WHO: the detach of a backend that never unmaps
+# (never-unmaps, never-unmaps-forced): it stays, its mappings held, until
+# dom0 kills it. Ours must end the removal before that, without the
+# backend's unmap; never-unmaps: with xenbus free meanwhile, a second vbd
+# attached during the removal comes up before the first backend is
+# killed. Sets ans (dom0's answer) and LINGER (what was seen; a check for
+# ours).
+detach_lingering() {
+    local s=$1 who=$2 seq stop_pid n=0 second=- second_killed=- gone=no gone_killed=- abandoned
+    local holder= expire= dirty=
+    if [ $s = never-unmaps-forced ]; then
+        # The removal's last drain: del_gendisk writes the page cache's
+        # dirty pages after the driver's own wait for held requests. 4 MiB
+        # left dirty for it: the disk held open (its last close would write
+        # them back) and no writeback before an hour (restored below).
+        sleep 600 < /dev/$US_DISK &
+        holder=$!
+        expire=$(cat /proc/sys/vm/dirty_expire_centisecs)
+        echo 360000 > /proc/sys/vm/dirty_expire_centisecs
+        dd if=/dev/urandom of=/dev/$US_DISK bs=64k count=64 seek=3200 2> /dev/null
+        dirty=$(sed -n 's/^Dirty: *//p' /proc/meminfo)
+    fi
+    us_stop 60 > /tmp/stop.out &
+    stop_pid=$!
+    sleep 1
+    seq=$(cat /tmp/us-backend.seq)
+    if [ $s = never-unmaps ]; then
+        US_DEVID=51744 us_start - --file /var/tmp/us-vbd2.img --size 16
+        second=absent
+        while [ $n -lt 100 ]; do
+            [ -b /dev/xvdc ] && { second=up; break; }
+            sleep 0.5; n=$((n + 1))
+        done
+        xs_read "data/us-backend/$seq" > /dev/null && second_killed=yes || second_killed=no
+        if [ $second = up ]; then
+            dd if=/dev/xvdc of=/dev/null bs=64k count=16 iflag=direct 2> /dev/null && second="up after $((n / 2)) s, 1 MiB read" || second="up after $((n / 2)) s, read failed"
+            US_DEVID=51744 us_stop > /dev/null
+        fi
+    fi
+    n=0
+    while [ -b /dev/$US_DISK ] && [ $n -lt 100 ]; do sleep 0.5; n=$((n + 1)); done
+    if [ ! -b /dev/$US_DISK ]; then
+        gone=yes
+        xs_read "data/us-backend/$seq" > /dev/null && gone_killed=yes || gone_killed=no
+    fi
+    us_kill
+    wait $stop_pid
+    ans=$(cat /tmp/stop.out)
+    if [ -n "$holder" ]; then
+        kill $holder
+        echo $expire > /proc/sys/vm/dirty_expire_centisecs
+    fi
+    abandoned=$(dmesg_since "$mark" | grep -c "vbd-$US_DEVID: ring [0-9]*: the backend still maps the pages of [0-9]* held requests at removal")
+    LINGER="${dirty:+dirty before the detach: $dirty; }disk gone: $gone (backend killed by then: $gone_killed); held requests failed at removal: $abandoned ring line(s); second vbd: $second (first backend killed by then: $second_killed)"
+    if [ $who = ours ]; then
+        check "$s: ours ends the removal while the backend still maps the held pages ($LINGER)" \
+            [ $gone = yes -a $gone_killed = no -a "$abandoned" -ge 1 ]
+        [ $s = never-unmaps ] && check "$s: a vbd attached during that removal comes up on ours before the first backend is killed ($LINGER)" \
+            [ "${second%% *}" = up -a "${second#*s, }" = "1 MiB read" -a $second_killed = no ]
+    fi
 }
 
 hostile() { # SCENARIO WHO KO MOD XENBUS_DRIVER
@@ -188,7 +255,11 @@ hostile() { # SCENARIO WHO KO MOD XENBUS_DRIVER
     fi
     # Read before the detach removes the backend's node.
     fired=$(xs_read "$be/test-fired") || fired=
-    ans=$(us_stop)
+    LINGER=
+    case $s in
+        never-unmaps | never-unmaps-forced) detach_lingering "$s" "$who" ;;
+        *) ans=$(us_stop) ;;
+    esac
     if [ -n "$fio_pid" ]; then
         n=0
         while kill -0 $fio_pid 2>/dev/null && [ $n -lt $((BOUND * 2)) ]; do sleep 0.5; n=$((n + 1)); done
@@ -211,10 +282,11 @@ hostile() { # SCENARIO WHO KO MOD XENBUS_DRIVER
     oops=$(printf '%s\n' "$since" | grep -cE 'BUG|Oops|WARNING|Call Trace|KASAN|lockdep|general protection')
     # The driver's lines at warning level or above (busybox dmesg -r
     # keeps the <level> prefix; the mark's has the user facility's bit),
-    # xenbus's note of the removal aside; the first names the fault,
+    # xenbus's note of the removal and ours' of held requests failed at
+    # removal (detach_lingering's) aside; the first names the fault,
     # else the block layer's first I/O error.
     dmesg -r | sed -n "/blkfront-test: mark $mark\$/,\$p" | sed -n 's/^<\([0-4]\)>\[[ 0-9.]*\] //p' |
-        grep -v 'forcefully removed' > /tmp/h.warn
+        grep -v -e 'forcefully removed' -e 'held requests at removal' > /tmp/h.warn
     fault_lines=$(grep -cE "vbd-$US_DEVID|blkfront: $US_DISK" /tmp/h.warn)
     fault=$( { grep -E "vbd-$US_DEVID|blkfront: $US_DISK" /tmp/h.warn; grep "$US_DISK" /tmp/h.warn; } | head -1)
     # Ours prints each ring's teardown: grants granted, and revoked (those
@@ -226,7 +298,7 @@ hostile() { # SCENARIO WHO KO MOD XENBUS_DRIVER
     if [ "$oops" -gt 0 ]; then outcome=oops
     elif [ $fio_end = no ] || [ $gone = no ] || [ "$unloaded" = no ]; then outcome=hangs
     else outcome=survives; fi
-    notes="$notes${SPECIAL:+; $SPECIAL}; detach: $ans; fio ended: $fio_end; disk gone: $gone; unloaded: $unloaded${fault:+; dmesg: $fault}"
+    notes="$notes${SPECIAL:+; $SPECIAL}${LINGER:+; $LINGER}; detach: $ans; fio ended: $fio_end; disk gone: $gone; unloaded: $unloaded${fault:+; dmesg: $fault}"
     echo "HOSTILE $s $who $outcome $notes"
     if [ "$who" = ours ]; then
         check "$s: ours survives ($notes)" [ $outcome = survives ]

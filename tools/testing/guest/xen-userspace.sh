@@ -37,7 +37,7 @@ use_disk() { # WHO
     fio_verify "$who" xvdb 16M 1
     f0=$(us_stats flushes)
     dsync_writes xvdb 16 0 > /dev/null 2>&1
-    echo "BACKEND-STATS $who: $(xs_read "$be/test-stats") (requests reads writes flushes barriers discards errors indirect persistent barrier_writes)"
+    echo "BACKEND-STATS $who: $(xs_read "$be/test-stats") (requests reads writes flushes barriers discards errors indirect persistent barrier_writes delayed most_waiting)"
     f1=$(us_stats_at_least flushes $((f0 + 16)))
     check "$who: 16 O_DIRECT|O_DSYNC writes: the backend counted >= 16 flushes ($f0 -> $f1)" [ "$f1" -ge $((f0 + 16)) ]
     check "$who: indirect requests reached the backend ($(us_stats indirect))" [ "$(us_stats indirect)" -gt 0 ]

@@ -20,6 +20,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
+use std::time::{Duration, Instant};
 
 use vhost::vhost_user::message::VhostUserProtocolFeatures;
 use vhost::vhost_user::Backend;
@@ -56,6 +57,10 @@ pub struct Options {
     pub fired: Option<PathBuf>,
     /// Request queues.
     pub queues: u16,
+    /// How long each flush waits before it is done and answered.
+    pub flush_delay: Duration,
+    /// How long each discard or write-zeroes waits likewise.
+    pub discard_delay: Duration,
 }
 
 /// What the device's threads share.
@@ -154,6 +159,8 @@ pub struct Blk {
     shared: Arc<Shared>,
     disk: Disk,
     queues: u16,
+    flush_delay: Duration,
+    discard_delay: Duration,
     mem: Option<Mem>,
     event_idx: bool,
     /// Requests answered so far.
@@ -194,6 +201,8 @@ impl Blk {
                 serial: serial.into_bytes(),
             },
             queues: opts.queues,
+            flush_delay: opts.flush_delay,
+            discard_delay: opts.discard_delay,
             mem: None,
             event_idx: false,
             answered: 0,
@@ -221,6 +230,19 @@ impl Blk {
     /// The scenario, once it has struck.
     fn struck(&self) -> Option<Scenario> {
         self.scenario().filter(|_| self.shared.has_fired())
+    }
+
+    /// The wait of a request of `kind` on a slow device (`--flush-ms`,
+    /// `--discard-ms`), with the request's name for the log; none for
+    /// every other kind, or when its delay is 0.
+    fn slow(&self, kind: Option<u32>) -> Option<(&'static str, Duration)> {
+        let slow = match kind? {
+            VIRTIO_BLK_T_FLUSH => ("flush", self.flush_delay),
+            VIRTIO_BLK_T_DISCARD => ("discard", self.discard_delay),
+            VIRTIO_BLK_T_WRITE_ZEROES => ("write-zeroes", self.discard_delay),
+            _ => return None,
+        };
+        (!slow.1.is_zero()).then_some(slow)
     }
 
     /// Whether queue `q` is no longer served (one-queue-stalls).
@@ -283,6 +305,30 @@ impl Blk {
             hdr[8], hdr[9], hdr[10], hdr[11], hdr[12], hdr[13], hdr[14], hdr[15],
         ]);
         let is_read = kind == Some(VIRTIO_BLK_T_IN);
+
+        // A slow device, not a misbehaving one (the options exclude a
+        // scenario): the request waits, then is done and answered as
+        // always. The wait holds this worker, so the requests behind it,
+        // on every queue, wait too, as behind a slow storage stack; it
+        // also holds the device's lock, so QEMU's vhost-user messages
+        // that take it (a config read, a ring stopped at a reset or an
+        // unplug) wait for its end.
+        if let Some((what, delay)) = self.slow(kind) {
+            let t0 = Instant::now();
+            thread::sleep(delay);
+            let a = self.disk.execute(mem, &c, kind, sector);
+            self.complete(vring, mem, &c, a);
+            let status = if a.status == VIRTIO_BLK_S_OK as u8 {
+                String::new()
+            } else {
+                format!(" (status {})", a.status)
+            };
+            log(&format!(
+                "{what} answered after {} ms{status}",
+                t0.elapsed().as_millis()
+            ));
+            return false;
+        }
 
         // Requests consumed and never answered.
         if let Some(s) = self.armed() {
@@ -650,17 +696,25 @@ mod tests {
 
     impl Rig {
         fn new(name: &str, scenario: Option<Scenario>) -> Self {
+            Self::with_options(name, |o| o.scenario = scenario)
+        }
+
+        /// A rig whose device has the options `set` makes of the default.
+        fn with_options(name: &str, set: impl FnOnce(&mut Options)) -> Self {
             let dir = std::env::temp_dir()
                 .join(format!("virtio-backend-test-{}-{name}", std::process::id()));
             std::fs::create_dir_all(&dir).unwrap();
             let img = dir.join("disk.img");
             std::fs::write(&img, vec![0u8; 1 << 20]).unwrap();
-            let opts = Options {
+            let mut opts = Options {
                 file: img,
-                scenario,
+                scenario: None,
                 fired: Some(dir.join("fired")),
                 queues: 2,
+                flush_delay: Duration::ZERO,
+                discard_delay: Duration::ZERO,
             };
+            set(&mut opts);
             let mut dev = Blk::new(&opts).unwrap();
             let mem = GuestMemoryAtomic::new(
                 GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 1 << 20)]).unwrap(),
@@ -940,6 +994,54 @@ mod tests {
         assert!(r.dev.shared.has_fired());
         // Past the end of the space: zeroes, no panic.
         assert_eq!(r.dev.get_config(0x1000, 8), vec![0; 8]);
+    }
+
+    #[test]
+    fn slow_flush_is_answered_ok_after_its_delay() {
+        let delay = Duration::from_millis(50);
+        let mut r = Rig::with_options("slowflush", |o| o.flush_delay = delay);
+        r.submit(0, VIRTIO_BLK_T_FLUSH, 0, 0, false);
+        let t0 = Instant::now();
+        r.serve();
+        assert!(t0.elapsed() >= delay);
+        assert_eq!(r.used_idx(), 1);
+        assert_eq!(r.used(0), (0, 1));
+        assert_eq!(r.status(0), VIRTIO_BLK_S_OK as u8);
+        assert!(!r.dev.shared.has_fired());
+    }
+
+    #[test]
+    fn slow_discard_is_done_after_its_delay() {
+        let delay = Duration::from_millis(50);
+        let mut r = Rig::with_options("slowdiscard", |o| o.discard_delay = delay);
+        // Sector 8 written, then discarded (one segment: 8 sectors at 8).
+        let slot = BUFS + 0x100;
+        r.m()
+            .write_slice(&[0xabu8; 4096], GuestAddress(slot))
+            .unwrap();
+        r.submit(0, VIRTIO_BLK_T_OUT, 8, 4096, false);
+        r.serve();
+        assert_eq!(r.status(0), VIRTIO_BLK_S_OK as u8);
+        let seg = BUFS + 3 * 0x2000 + 0x100;
+        let m = r.m();
+        m.write_obj(8u64, GuestAddress(seg)).unwrap();
+        m.write_obj(8u32, GuestAddress(seg + 8)).unwrap();
+        m.write_obj(0u32, GuestAddress(seg + 12)).unwrap();
+        drop(m);
+        r.submit(3, VIRTIO_BLK_T_DISCARD, 0, 16, false);
+        let t0 = Instant::now();
+        r.serve();
+        assert!(t0.elapsed() >= delay);
+        assert_eq!(r.used(1), (3, 1));
+        assert_eq!(r.status(3), VIRTIO_BLK_S_OK as u8);
+        r.submit(6, VIRTIO_BLK_T_IN, 8, 4096, true);
+        r.serve();
+        assert_eq!(r.status(6), VIRTIO_BLK_S_OK as u8);
+        let mut back = [0xffu8; 4096];
+        r.m()
+            .read_slice(&mut back, GuestAddress(BUFS + 6 * 0x2000 + 0x100))
+            .unwrap();
+        assert!(back.iter().all(|&b| b == 0));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //!   virtio-blk-backend --list
 //!   virtio-blk-backend --socket PATH --file IMG [--misbehave NAME]
 //!                      [--fired FILE] [--queues N]
+//!                      [--flush-ms N] [--discard-ms N]
 //!
 //! `--list` prints one scenario a line, its name then what a driver must
 //! show when it strikes (`scenario::list_line`). Otherwise the device
@@ -14,7 +15,10 @@
 //! `-chardev socket,path=PATH -device vhost-user-blk-pci,...`, with guest
 //! RAM shared) and exits 0 when QEMU disconnects. Without `--misbehave` it
 //! behaves; with it, once the scenario strikes, `fired NAME` is appended
-//! to FILE and printed on stderr.
+//! to FILE and printed on stderr. `--flush-ms` and `--discard-ms` make a
+//! device that behaves but is slow: it answers each flush, or each
+//! discard and write-zeroes, OK but only N ms after taking it (not with
+//! `--misbehave`: the scenarios' expectations assume a prompt device).
 
 mod blk;
 mod channel;
@@ -25,6 +29,7 @@ mod scenario;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use vhost_user_backend::VhostUserDaemon;
 use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
@@ -34,7 +39,8 @@ use blk::{log, Blk, Options};
 fn usage() -> ExitCode {
     eprintln!(
         "usage: virtio-blk-backend --list\n       virtio-blk-backend --socket PATH --file IMG \
-         [--misbehave NAME] [--fired FILE] [--queues N]"
+         [--misbehave NAME] [--fired FILE] [--queues N]\n                          \
+         [--flush-ms N] [--discard-ms N]"
     );
     ExitCode::from(2)
 }
@@ -48,6 +54,8 @@ fn parse(args: &[String]) -> Result<(Options, PathBuf), String> {
         scenario: None,
         fired: None,
         queues: 2,
+        flush_delay: Duration::ZERO,
+        discard_delay: Duration::ZERO,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -67,6 +75,8 @@ fn parse(args: &[String]) -> Result<(Options, PathBuf), String> {
                         format!("--queues: '{v}' is not a number from 1 to 65535")
                     })?;
             }
+            "--flush-ms" => opts.flush_delay = millis(a, &val()?)?,
+            "--discard-ms" => opts.discard_delay = millis(a, &val()?)?,
             "--misbehave" => {
                 let v = val()?;
                 opts.scenario = Some(
@@ -80,8 +90,18 @@ fn parse(args: &[String]) -> Result<(Options, PathBuf), String> {
     let (Some(socket), Some(file)) = (socket, file) else {
         return Err("--socket and --file are required".into());
     };
+    if opts.scenario.is_some() && !(opts.flush_delay.is_zero() && opts.discard_delay.is_zero()) {
+        return Err("--flush-ms and --discard-ms are for a device without --misbehave".into());
+    }
     opts.file = file;
     Ok((opts, socket))
+}
+
+/// The value of a `--*-ms` option.
+fn millis(opt: &str, v: &str) -> Result<Duration, String> {
+    v.parse::<u64>()
+        .map(Duration::from_millis)
+        .map_err(|_| format!("{opt}: '{v}' is not a number of milliseconds"))
 }
 
 fn main() -> ExitCode {
@@ -126,5 +146,25 @@ fn main() -> ExitCode {
             log(&format!("{}: {e}", socket.display()));
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &str) -> Vec<String> {
+        a.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn slow_device_options() {
+        let (o, _) = parse(&args("--socket s --file f --flush-ms 40000 --discard-ms 5")).unwrap();
+        assert_eq!(o.flush_delay, Duration::from_secs(40));
+        assert_eq!(o.discard_delay, Duration::from_millis(5));
+        assert!(parse(&args("--socket s --file f --flush-ms x")).is_err());
+        // Slow, or misbehaving: not both.
+        assert!(parse(&args("--socket s --file f --misbehave stall --flush-ms 1")).is_err());
+        assert!(parse(&args("--socket s --file f --misbehave stall --flush-ms 0")).is_ok());
     }
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use blkcore::blkif::{BlkifResponse, Request, BLKIF_OP_INDIRECT, BLKIF_OP_READ, BLKIF_OP_WRITE};
 
-use crate::io::{Disk, Features, KeepNext, Late, Stats};
+use crate::io::{Disk, Features, KeepNext, Late, Slowness, Stats};
 use crate::ring::BackRing;
 use crate::scenario::{self, Scenario, TRIGGER_AFTER};
 use crate::xen::{
@@ -61,6 +61,11 @@ pub struct Config {
     pub features: Features,
     /// The misbehaviour, if any.
     pub scenario: Option<Scenario>,
+    /// Honest slowness.
+    pub slow: Slowness,
+    /// The vbd exists, left by a backend process that was killed: take it
+    /// over (see `publish`).
+    pub restart: bool,
 }
 
 impl Default for Config {
@@ -82,6 +87,8 @@ impl Default for Config {
                 max_indirect: 256,
             },
             scenario: None,
+            slow: Slowness::default(),
+            restart: false,
         }
     }
 }
@@ -108,6 +115,9 @@ pub struct Backend {
     late_at: Option<Instant>,
     published: Stats,
     detach_since: Option<Instant>,
+    /// Restarted, and the frontend has not left the Connected state it
+    /// had with the process before.
+    stale_frontend: bool,
 }
 
 fn log(msg: &str) {
@@ -142,6 +152,8 @@ impl Backend {
             // grants (and only then are they the frontend's own pages).
             Some(
                 Scenario::KeepDataGrants
+                | Scenario::NeverUnmaps
+                | Scenario::NeverUnmapsForced
                 | Scenario::LateWriteAfterResponse
                 | Scenario::LateWriteCached
                 | Scenario::LateWriteBounce
@@ -169,6 +181,7 @@ impl Backend {
             kept: Vec::new(),
             keep_next: None,
             late: None,
+            slow: cfg.slow,
         };
         let fe = format!("/local/domain/{}/device/vbd/{}", cfg.domid, cfg.devid);
         let be = format!(
@@ -191,6 +204,7 @@ impl Backend {
             late_at: None,
             published: Stats::default(),
             detach_since: None,
+            stale_frontend: cfg.restart,
             cfg,
         };
         b.publish()?;
@@ -217,7 +231,7 @@ impl Backend {
                 {}
             }
             if !self.frontend_changed()? {
-                return Ok(());
+                return self.leave();
             }
             for q in 0..self.rings.len() {
                 self.serve(q);
@@ -225,8 +239,27 @@ impl Backend {
             self.strike_timed();
             self.publish_stats();
             if self.detach_step() {
-                return Ok(());
+                return self.leave();
             }
+        }
+    }
+
+    /// The vbd is gone: the process ends, unmapping what it still maps
+    /// (`Drop`), or (never-unmaps*) stays with it mapped until killed.
+    fn leave(&mut self) -> io::Result<()> {
+        if !self
+            .cfg
+            .scenario
+            .is_some_and(|s| scenario::LINGERS.contains(&s))
+        {
+            return Ok(());
+        }
+        log(&format!(
+            "staying with {} data mapping(s) never unmapped, until killed",
+            self.disk.kept.len()
+        ));
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
         }
     }
 
@@ -255,6 +288,8 @@ impl Backend {
                 ));
                 return;
             }
+            let waiting = u64::from(rp.wrapping_sub(self.rings[q].req_cons));
+            self.disk.stats.most_waiting = self.disk.stats.most_waiting.max(waiting);
             while self.rings[q].req_cons != rp {
                 if self.stops_consuming() {
                     break;
@@ -271,6 +306,12 @@ impl Backend {
                     ..Default::default()
                 };
                 self.answer(q, rsp, &req);
+                // Slow on purpose: each answer goes out as it is made (a
+                // ring full of requests is answered one at a time, not all
+                // at once when the last is served).
+                if !self.disk.slow.of(&req).is_zero() {
+                    self.push(q);
+                }
             }
             self.push(q);
             if self.stops_consuming() || !self.rings[q].more_requests() {

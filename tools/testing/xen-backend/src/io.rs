@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
+use std::time::Duration;
 
 use blkcore::blkif::{
     indirect_pages, indirect_segment, BlkifRequestSegment, IndirectPageBytes, Request,
@@ -61,15 +62,53 @@ pub struct Stats {
     /// Barriers that carried data (a forced write sent as a barrier; the
     /// empty ones are flushes).
     pub barrier_writes: u64,
+    /// Requests answered late on purpose ([`Slowness`]).
+    pub delayed: u64,
+    /// The most requests found waiting on a ring at once (a full ring:
+    /// its size, or one less while one is being served).
+    pub most_waiting: u64,
+}
+
+/// An honest backend that is merely slow (`--request-ms`, `--flush-ms`,
+/// `--discard-ms`): each request of the kind is served, then answered
+/// that much later, and the backend serves nothing else meanwhile (a
+/// storage stack that crawls).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Slowness {
+    /// Each read and write.
+    pub request: Duration,
+    /// Each flush, and each barrier.
+    pub flush: Duration,
+    /// Each discard.
+    pub discard: Duration,
+}
+
+impl Slowness {
+    /// How late `req` is answered.
+    pub fn of(&self, req: &Request) -> Duration {
+        match req {
+            Request::ReadWrite(r)
+                if matches!(
+                    r.operation,
+                    BLKIF_OP_FLUSH_DISKCACHE | BLKIF_OP_WRITE_BARRIER
+                ) =>
+            {
+                self.flush
+            }
+            Request::ReadWrite(_) | Request::Indirect(_) => self.request,
+            Request::Discard(_) => self.discard,
+            Request::Unknown { .. } => Duration::ZERO,
+        }
+    }
 }
 
 impl Stats {
     /// "requests reads writes flushes barriers discards errors indirect
-    /// persistent barrier_writes", the form `us_stats` in guest/common.sh
+    /// persistent barrier_writes delayed most_waiting", the form `us_stats` in guest/common.sh
     /// parses.
     pub fn line(&self) -> String {
         format!(
-            "{} {} {} {} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {} {} {} {} {}",
             self.requests,
             self.reads,
             self.writes,
@@ -79,7 +118,9 @@ impl Stats {
             self.errors,
             self.indirect,
             self.persistent,
-            self.barrier_writes
+            self.barrier_writes,
+            self.delayed,
+            self.most_waiting
         )
     }
 }
@@ -118,6 +159,8 @@ pub struct Disk {
     /// That request's pages, still reachable by the backend after its
     /// response.
     pub late: Option<Late>,
+    /// How late each kind of request is answered.
+    pub slow: Slowness,
 }
 
 /// Which request a late-access scenario keeps.
@@ -173,6 +216,11 @@ impl Disk {
         };
         if st != BLKIF_RSP_OKAY {
             self.stats.errors += 1;
+        }
+        let late = self.slow.of(req);
+        if !late.is_zero() {
+            std::thread::sleep(late);
+            self.stats.delayed += 1;
         }
         st
     }

@@ -11,10 +11,16 @@
 //!   blkif-backend --domid D --devid V --file F [--size MiB] [--queues N]
 //!                 [--ring-order N] [--persistent 0|1] [--indirect N]
 //!                 [--physical-sector-size N] [--info VDISK_FLAGS] [--misbehave NAME]
+//!                 [--request-ms N] [--flush-ms N] [--discard-ms N] [--restart]
 //!
 //! `--list` prints one scenario a line, its name then what a frontend
 //! must show when it strikes (`scenario::list_line`); without
-//! `--misbehave` the backend behaves. Writing anything to the backend
+//! `--misbehave` the backend behaves. `--request-ms`, `--flush-ms` and
+//! `--discard-ms` make it honest but slow: each read or write, flush or
+//! barrier, discard answered that many ms after it was served.
+//! `--restart` takes over the vbd a killed backend process left (the
+//! nodes stay, the backend goes back to InitWait and the frontend
+//! reconnects), as a restarted userspace backend or driver domain does. Writing anything to the backend
 //! node's `test-stop` detaches the vbd as `xl block-detach` does (Closing,
 //! the frontend closes, nodes removed) and ends the process; the counters
 //! are published in its `test-stats` node (see `io::Stats::line`), and its
@@ -27,6 +33,7 @@ mod scenario;
 mod xen;
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use backend::{Backend, Config};
 
@@ -34,7 +41,8 @@ fn usage() -> ExitCode {
     eprintln!(
         "usage: blkif-backend --list\n       blkif-backend --domid D --devid V --file F [--size MiB] \
          [--queues N] [--ring-order N] [--persistent 0|1] [--indirect N] \
-         [--physical-sector-size N] [--info VDISK_FLAGS] [--misbehave NAME]"
+         [--physical-sector-size N] [--info VDISK_FLAGS] [--misbehave NAME] \
+         [--request-ms N] [--flush-ms N] [--discard-ms N] [--restart]"
     );
     ExitCode::from(2)
 }
@@ -63,6 +71,10 @@ fn parse(args: &[String]) -> Result<Config, String> {
             "--indirect" => c.features.max_indirect = num(val()?)? as u32,
             "--physical-sector-size" => c.physical_sector_size = num(val()?)? as u32,
             "--info" => c.info = num(val()?)? as u32,
+            "--restart" => c.restart = true,
+            "--request-ms" => c.slow.request = Duration::from_millis(num(val()?)?),
+            "--flush-ms" => c.slow.flush = Duration::from_millis(num(val()?)?),
+            "--discard-ms" => c.slow.discard = Duration::from_millis(num(val()?)?),
             "--misbehave" => {
                 let v = val()?;
                 c.scenario = Some(

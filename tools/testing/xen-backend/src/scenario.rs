@@ -116,7 +116,26 @@ pub enum Scenario {
     /// `feature-discard` offered, every discard answered with
     /// `BLKIF_RSP_EOPNOTSUPP`.
     DiscardNotSupported,
+    /// As `KeepDataGrants`, and never unmapped: at the detach the backend
+    /// goes Closing and removes the vbd, then stays, its mappings held,
+    /// until it is killed ([`LINGERS`]).
+    NeverUnmaps,
+    /// At the detach the frontend's node is removed first, the backend
+    /// still Connected (`xl block-detach --force`), and for
+    /// [`FORCED_SERVE`] it goes on serving: what the removal writes then
+    /// (the page cache's dirty pages) is answered with its data grants
+    /// kept mapped, never unmapped; then the vbd goes and the backend
+    /// stays until it is killed ([`LINGERS`]).
+    NeverUnmapsForced,
 }
+
+/// How long never-unmaps-forced serves after the frontend's node was
+/// removed: the removal's last writes come in that time.
+pub const FORCED_SERVE: Duration = Duration::from_secs(10);
+
+/// The scenarios whose backend stays after the detach with data grants
+/// still mapped, until dom0 kills it.
+pub const LINGERS: &[Scenario] = &[Scenario::NeverUnmaps, Scenario::NeverUnmapsForced];
 
 /// Every scenario with its name on the command line.
 pub const ALL: &[(&str, Scenario)] = &[
@@ -155,6 +174,8 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("flush-not-supported", Scenario::FlushNotSupported),
     ("flush-error", Scenario::FlushError),
     ("discard-not-supported", Scenario::DiscardNotSupported),
+    ("never-unmaps", Scenario::NeverUnmaps),
+    ("never-unmaps-forced", Scenario::NeverUnmapsForced),
 ];
 
 /// When a scenario strikes.
@@ -250,6 +271,16 @@ impl Scenario {
             // The refusal withdraws discard (named once): the queue stops
             // advertising it. fio sends no discard.
             Scenario::DiscardNotSupported => (Discards, Succeeds, true),
+            // As keep-data-grants while connected; the removal that
+            // follows ends without the backend's unmap (the held requests
+            // fail, their pages left to the grant table) and leaves
+            // xenbus free: xen-hostile.sh attaches a second vbd meanwhile.
+            Scenario::NeverUnmaps => (Trigger, Eio, true),
+            // fio ends before the detach; the removal's own writes are
+            // held (answered with their pages mapped), then failed within
+            // an io_timeout of the removal: xen-hostile.sh checks that
+            // the disk went before the backend was killed.
+            Scenario::NeverUnmapsForced => (Teardown, Succeeds, false),
         };
         Expect {
             strikes,

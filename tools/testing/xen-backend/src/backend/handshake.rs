@@ -9,10 +9,16 @@ use super::*;
 impl Backend {
     /// The backend node with xen-blkback's keys, then the frontend node
     /// that makes the guest probe it: each in one transaction.
+    ///
+    /// Restarted (`--restart`): the vbd is there, left by the process
+    /// before (killed): the backend node's keys are written again, state
+    /// InitWait last, and the frontend node is left alone.
     pub(super) fn publish(&self) -> io::Result<()> {
         let (c, f) = (&self.cfg, &self.disk.features);
-        self.xs.rm(&self.fe);
-        self.xs.rm(&self.be);
+        if !c.restart {
+            self.xs.rm(&self.fe);
+            self.xs.rm(&self.be);
+        }
         let mut nodes: Vec<(&str, String)> = vec![
             ("frontend", self.fe.clone()),
             ("frontend-id", c.domid.to_string()),
@@ -72,6 +78,18 @@ impl Backend {
             _ => {}
         }
         nodes.push(("state", INIT_WAIT.to_string()));
+        if c.restart {
+            for (k, v) in &nodes {
+                self.xs.write(&format!("{}/{k}", self.be), v)?;
+            }
+            // The guest's record that this backend came back.
+            self.xs.write(&format!("{}/test-restarted", self.be), "1")?;
+            log(&format!(
+                "vbd {}/{} on {}: started again, InitWait",
+                c.domid, c.devid, c.file
+            ));
+            return Ok(());
+        }
         let be_perms = [
             XsPermission {
                 id: 0,
@@ -213,6 +231,9 @@ impl Backend {
 
     /// Follows the frontend's state; false once its node is gone.
     pub(super) fn frontend_changed(&mut self) -> io::Result<bool> {
+        if self.serving_forced() {
+            return Ok(true);
+        }
         let Some(s) = self.fe_read("state") else {
             log("frontend node removed");
             self.disconnect();
@@ -227,8 +248,14 @@ impl Backend {
             ));
             self.fe_state = fs;
         }
+        // Restarted: the frontend still says Connected to the process
+        // before; its rings are not for this one. It reconnects through
+        // Initialised.
+        if fs != CONNECTED {
+            self.stale_frontend = false;
+        }
         match (fs, self.state) {
-            (INITIALISED | CONNECTED, INIT_WAIT) => {
+            (INITIALISED | CONNECTED, INIT_WAIT) if !self.stale_frontend => {
                 if let Err(e) = self.connect() {
                     log(&format!("connect: {e}"));
                     self.disconnect();
@@ -254,6 +281,15 @@ impl Backend {
         Ok(true)
     }
 
+    /// never-unmaps-forced: the frontend's node was removed less than
+    /// [`scenario::FORCED_SERVE`] ago; the backend serves on, Connected.
+    fn serving_forced(&self) -> bool {
+        self.cfg.scenario == Some(Scenario::NeverUnmapsForced)
+            && self
+                .detach_since
+                .is_some_and(|t| t.elapsed() < scenario::FORCED_SERVE)
+    }
+
     /// `test-stop`: Closing, then once the frontend has closed (or after
     /// `CLOSE_WAIT`) the nodes go. True when done.
     pub(super) fn detach_step(&mut self) -> bool {
@@ -263,11 +299,22 @@ impl Backend {
             }
             log("detach requested");
             self.detach_since = Some(Instant::now());
-            if self.cfg.scenario == Some(Scenario::StallConnected) {
-                log("staying Connected");
-            } else {
-                self.set_state(CLOSING);
+            match self.cfg.scenario {
+                Some(Scenario::StallConnected) => log("staying Connected"),
+                Some(Scenario::NeverUnmapsForced) => {
+                    self.xs.rm(&self.fe);
+                    self.disk.keep_data_grants = true;
+                    self.fire(&format!(
+                        "frontend node removed, the state Connected: served {:?} more, \
+                         each data grant kept mapped, never unmapped",
+                        scenario::FORCED_SERVE
+                    ));
+                }
+                _ => self.set_state(CLOSING),
             }
+        }
+        if self.serving_forced() {
+            return false;
         }
         let closed = matches!(
             self.fe_read("state").as_deref().map(str::trim),

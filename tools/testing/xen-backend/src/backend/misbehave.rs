@@ -101,7 +101,7 @@ impl Backend {
                         ));
                     }
                 }
-                Scenario::KeepDataGrants => {
+                Scenario::KeepDataGrants | Scenario::NeverUnmaps => {
                     self.disk.keep_data_grants = true;
                     self.fire("data grants stay mapped after their responses from now on");
                 }

@@ -66,6 +66,7 @@ what() {
         stall-*) echo "the disk stalls ${1#stall-} s, then resumes, fio randwrite + crc32c verify at queue depth 32, the default io_timeout (30 s)" ;;
         flush-40-t5) echo "every flush answered after 40 s (the test backend's --flush-ms), fio randwrite + crc32c verify at queue depth 32 with its end fsync, io_timeout 5 s" ;;
         discard-40-t5) echo "every discard answered after 40 s (--discard-ms): blkdiscard beyond fio's 4 MiB while fio writes and verifies at queue depth 32, io_timeout 5 s" ;;
+        restart) echo "the backend process killed (SIGKILL) and started again on the vbd 5 s into fio's 20 s of randwrite + crc32c verify at queue depth 32 (it goes back to InitWait); io_timeout 5 s for ours" ;;
         full-ring-60-t5) echo "every read and write answered after 0.5 s (--request-ms) on one ring of 32 slots, fio randwrite + verify at depth 64 for 60 s: the ring full, requests waiting for room; io_timeout 5 s" ;;
         *) echo "$1" ;;
     esac
@@ -87,12 +88,19 @@ awk '{ print $1, $2 }' <<< "$all" | awk '!seen[$0]++' | while read -r d r; do
 done
 cat <<TAIL
 
-Xen: blkback in dom0 on a disk QEMU throttles; ours and C in turn in one
-PV domU. virtio: QEMU's virtio-blk-pci with its drive throttled
+Xen: blkback in dom0 on a disk QEMU throttles, and for the flush,
+discard, full-ring and restart rows the project's userspace blkif backend
+(tools/testing/xen-backend, honest but slow: \`--flush-ms\`,
+\`--discard-ms\`, \`--request-ms\`; \`xen/us-backend restart\` kills it
+and starts it again on the vbd); ours and C in turn in one PV domU.
+virtio: QEMU's virtio-blk-pci with its drive throttled
 (\`block_set_io_throttle\`), ours and C in turn in one guest. Each row
 proves it struck, checked in the guest: the reads took the throttle's
 time (at least a quarter of N/2 s), a stall held fio's requests in flight
-at its middle, the stopped fio had polled requests in flight, and ours
+at its middle, the stopped fio had polled requests in flight, the slow
+backend counted the requests it answered late (and, for the full ring,
+that the ring held 32 unanswered), the restarted backend wrote its node
+and ours named the reconnect, and ours
 counted request timeouts (its removal line, or debugfs
 \`request_timeouts\`): $(cat "$@" | tr -d '\r' | sed -n 's/.*BENIGN-TIMEOUTS \([a-z]*\) \([0-9a-z]*\).*/\1 \2/p' | paste -sd, - | sed 's/,/, /g').
 

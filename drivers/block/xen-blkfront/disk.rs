@@ -224,7 +224,10 @@ impl blkmq::Operations for BlkOps {
                 // would send back (the backend could map a grant reference
                 // it predicts while the pages go back to their owner).
                 let granted = if rw {
-                    state.room().and_then(|()| grant_frames(&rq, pre, gt))
+                    state
+                        .room()
+                        .and_then(|()| grant_frames(&rq, pre, gt))
+                        .inspect(|()| fault::delay_after_grant())
                 } else {
                     Ok(())
                 };

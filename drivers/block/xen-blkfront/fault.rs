@@ -9,7 +9,11 @@
 //! `resend-batch-end` sends the next 8 requests that end a batch with
 //! earlier requests not yet published out again as bios, as a request too
 //! wide for a narrower backend is (the path where the batch must still be
-//! published).
+//! published); writing `grant-delay` has each of the next 256 reads and
+//! writes granted wait 50 ms between the grant of its pages and its
+//! queueing on the ring (busy: `queue_rq` may not sleep), the window a
+//! backend that maps the grant references it predicts would need
+//! (blkif-backend's map-predicted-grants).
 
 #[cfg(CONFIG_FAULT_INJECTION)]
 use core::sync::atomic::{
@@ -43,6 +47,30 @@ const RESEND_BATCH_ENDS_ARMED: u32 = 8;
 /// Batch ends still to be sent again as bios (`resend-batch-end`).
 #[cfg(CONFIG_FAULT_INJECTION)]
 static RESEND_BATCH_ENDS: AtomicU32 = AtomicU32::new(0);
+
+/// Requests `grant-delay` arms.
+#[cfg(CONFIG_FAULT_INJECTION)]
+const GRANT_DELAYS_ARMED: u32 = 256;
+
+/// Requests still to wait after their grant (`grant-delay`).
+#[cfg(CONFIG_FAULT_INJECTION)]
+static GRANT_DELAYS: AtomicU32 = AtomicU32::new(0);
+
+/// A request's pages were just granted: if `grant-delay` is armed, wait
+/// 50 ms before it is queued.
+pub(crate) fn delay_after_grant() {
+    #[cfg(CONFIG_FAULT_INJECTION)]
+    if GRANT_DELAYS.load(Ordering::Relaxed) != 0
+        && GRANT_DELAYS
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok()
+    {
+        // `udelay` takes at most 5 ms (MAX_UDELAY_MS) at a time.
+        for _ in 0..10 {
+            kernel::time::delay::udelay(kernel::time::Delta::from_millis(5));
+        }
+    }
+}
 
 /// Whether fault injection has this request, the `last` of its batch, go
 /// out again as bios: if `resend-batch-end` is armed and `unpublished()`
@@ -101,6 +129,10 @@ impl<O: BlockOps> kernel::debugfs::Reader for FaultInjector<O> {
             }
             Some(b"resend-batch-end") => {
                 RESEND_BATCH_ENDS.store(RESEND_BATCH_ENDS_ARMED, Ordering::Release);
+                Ok(())
+            }
+            Some(b"grant-delay") => {
+                GRANT_DELAYS.store(GRANT_DELAYS_ARMED, Ordering::Release);
                 Ok(())
             }
             _ => Err(EINVAL),

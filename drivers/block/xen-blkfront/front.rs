@@ -188,8 +188,10 @@ impl xenbus::Driver for Blkfront {
                     // are taken down (what the old backend still maps is
                     // held until it unmaps), what was in flight is sent
                     // again once it is Connected. Upstream ignores it, and
-                    // its requests in flight wait for ever.
-                    State::Initialised | State::Connected => {
+                    // its requests in flight wait for ever. (Initialised:
+                    // blkback's own InitWait again after a rebind, when it
+                    // saw us Initialising; our rings are published: wait.)
+                    State::Connected => {
                         dev_notice!(
                             dev.as_device(),
                             "backend {} went back to InitWait: reconnecting, requests in flight are sent again\n",

@@ -2,6 +2,7 @@
 /*
  * late-write-check DEVICE BLOCKS WAIT_SECONDS
  * late-write-check --cached DEVICE BLOCKS WAIT_SECONDS
+ * late-write-check --readers P DEVICE BLOCKS WAIT_SECONDS
  *
  * Whether a buffer a read handed back still changes afterwards: a frontend
  * that completes a read while its backend keeps the data grant mapped
@@ -15,6 +16,12 @@
  * different in every block), fsyncs, then reads every block back into a
  * buffer of its own (all kept), sleeps WAIT_SECONDS and compares each
  * buffer whose read succeeded with the pattern again.
+ *
+ * --readers P (direct mode): the writes as above, one at a time; then P
+ * processes read at once, process c the blocks b with b % P == c, one
+ * after the other, each sleeps WAIT_SECONDS and compares its own buffers:
+ * P reads in flight together, enough to fill a ring (blkif-backend
+ * --misbehave map-predicted-grants strikes on a ring full of reads).
  *
  * --cached: the same writes, then the device's page cache dropped
  * (POSIX_FADV_DONTNEED) and DEVICE opened again without O_DIRECT; every
@@ -42,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define BLOCK 4096
@@ -91,24 +99,35 @@ static int read_block(int fd, void *buf, unsigned long block)
 	return n < 0 ? -errno : -ENODATA;
 }
 
+/* The counts of one reading process, as the pipe carries them. */
+struct counts {
+	unsigned long ok, eio, other, wrong, changed;
+};
+
 int main(int argc, char **argv)
 {
-	unsigned long blocks, wait_s, b;
+	unsigned long blocks, wait_s, b, readers = 1, c;
 	unsigned long ok = 0, eio = 0, other = 0, wrong = 0, changed = 0, wfail = 0;
-	int cached = 0, fd, *st, *ok_at_completion;
+	int cached = 0, fd, *st, *ok_at_completion, pipefd[2] = { -1, -1 };
 	const char *dev;
 	uint64_t *wbuf, **rbuf, *again = NULL;
+	struct counts mine, theirs;
 
 	if (argc == 5 && !strcmp(argv[1], "--cached")) {
 		cached = 1;
 		argv++;
 		argc--;
+	} else if (argc == 6 && !strcmp(argv[1], "--readers")) {
+		if (number(argv[2], 256, &readers) || readers == 0)
+			argc = 0;
+		argv += 2;
+		argc -= 2;
 	}
 	if (argc != 4 || number(argv[2], MAX_BLOCKS, &blocks) || blocks == 0 ||
 	    number(argv[3], 3600, &wait_s)) {
 		fprintf(stderr,
-			"usage: late-write-check [--cached] DEVICE BLOCKS WAIT_SECONDS\n"
-			"  (BLOCKS 1..%d, WAIT_SECONDS 0..3600)\n",
+			"usage: late-write-check [--cached | --readers P] DEVICE BLOCKS WAIT_SECONDS\n"
+			"  (BLOCKS 1..%d, WAIT_SECONDS 0..3600, P 1..256)\n",
 			MAX_BLOCKS);
 		return 2;
 	}
@@ -153,7 +172,26 @@ int main(int argc, char **argv)
 		}
 		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 	}
-	for (b = 0; b < blocks; b++) {
+	/* Process c reads and checks the blocks b % readers == c; the
+	 * parent is reader 0, the others send their counts up the pipe. */
+	c = 0;
+	if (readers > 1) {
+		if (pipe(pipefd)) {
+			fprintf(stderr, "late-write-check: pipe: %s\n", strerror(errno));
+			return 2;
+		}
+		for (c = readers - 1; c > 0; c--) {
+			pid_t pid = fork();
+
+			if (pid < 0) {
+				fprintf(stderr, "late-write-check: fork: %s\n", strerror(errno));
+				return 2;
+			}
+			if (pid == 0)
+				break;
+		}
+	}
+	for (b = c; b < blocks; b += readers) {
 		st[b] = read_block(fd, rbuf[b], b);
 		if (st[b] == 0) {
 			ok++;
@@ -167,7 +205,7 @@ int main(int argc, char **argv)
 		}
 	}
 	sleep(wait_s);
-	for (b = 0; b < blocks; b++) {
+	for (b = c; b < blocks; b += readers) {
 		if (st[b])
 			continue;
 		if (cached) {
@@ -182,6 +220,29 @@ int main(int argc, char **argv)
 		}
 	}
 	close(fd);
+	if (readers > 1) {
+		mine = (struct counts){ ok, eio, other, wrong, changed };
+		if (c > 0) {
+			/* One write of a few words: atomic on a pipe. */
+			return write(pipefd[1], &mine, sizeof(mine)) == sizeof(mine) ? 0 : 2;
+		}
+		close(pipefd[1]);
+		for (c = 1; c < readers; c++) {
+			if (read(pipefd[0], &theirs, sizeof(theirs)) != sizeof(theirs)) {
+				/* A reader that never reported: counted as failed reads
+				 * of unknown kind (its share of the blocks). */
+				other += (blocks + readers - 1 - c) / readers;
+				continue;
+			}
+			ok += theirs.ok;
+			eio += theirs.eio;
+			other += theirs.other;
+			wrong += theirs.wrong;
+			changed += theirs.changed;
+		}
+		while (wait(NULL) > 0)
+			;
+	}
 	printf("late-write-check: reads %lu ok %lu eio %lu other %lu wrong-at-completion %lu "
 	       "changed-after-completion %lu writes-failed %lu\n",
 	       blocks, ok, eio, other, wrong, changed, wfail);

@@ -28,8 +28,8 @@
 #   full-ring-60-t5  every read and write answered after 0.5 s on one
 #                    ring of one page (32 requests), fio at depth 64 for
 #                    60 s: the ring stays full, requests wait for room
-#                    (the backend counts the most requests it found
-#                    waiting on the ring)
+#                    (the backend counts the most requests the ring held
+#                    unanswered)
 # C (no timeout: its queue has no io_timeout) runs every row for the
 # baseline. Each row proves it struck: the reads took the throttle's time,
 # the stall held requests in flight, the slow backend counted the requests
@@ -78,8 +78,7 @@ slow_row() {
     check "$row: $who: the backend answered $delayed request(s) late, and the row took ${secs} s (at least 40)" \
         [ "${delayed:-0}" -gt 0 -a "$secs" -ge 40 ]
     case $row in
-        # 31: the backend serves one request at a time, off the ring.
-        full-ring-*) check "$row: $who: the ring of 32 slots was full (the backend found up to $held requests waiting on it)" [ "$held" -ge 31 ] ;;
+        full-ring-*) check "$row: $who: the ring of 32 slots was full (the backend found up to $held requests on it, unanswered)" [ "$held" -ge 32 ] ;;
         discard-*) check "$row: $who: blkdiscard succeeded (exit $drc)" [ "$drc" = 0 ] ;;
     esac
     check "$row: $who: fio wrote and verified (exit $rc, err=${errs:-none}; detach: $ans)" [ $rc = 0 -a "$errs" = 0 ]

@@ -89,6 +89,24 @@ special() {
             if [ -e /sys/block/$US_DISK/queue/io_timeout ]; then echo 5000 > /sys/block/$US_DISK/queue/io_timeout; fi
             wc=$(q $US_DISK io_timeout 2> /dev/null)
             SPECIAL="io_timeout ${wc:-absent}${wc:+ ms}" ;;
+        map-predicted-grants)
+            # 64 readers at once fill the ring with reads; the backend then
+            # leaves it full for 5 s and maps every grant reference it saw
+            # before that no request on the ring carries, writes 0x5A over
+            # those still mapped 3 s after it serves again, and counts them.
+            # Ours: the test kernel's grant-delay (50 ms between a request's
+            # grant and its queueing) gives such a backend the window a
+            # frontend that grants before it knows the ring has room would
+            # leave open; ours grants nothing it does not send.
+            [ $who = ours ] && echo grant-delay > /sys/kernel/debug/xen_blkfront_rs-$US_DISK/inject
+            bounded 90 late-write-check --readers 64 /dev/$US_DISK 256 15 > /tmp/lw.out 2>&1; rc=$?
+            b0=$(xs_read "device/vbd/$US_DEVID/backend")
+            n=0
+            while ! wc=$(xs_read "$b0/test-predicted") && [ $n -lt 30 ]; do sleep 0.5; n=$((n + 1)); done
+            b1=$(head -1 /tmp/lw.out)
+            SPECIAL="${b1:-late-write-check still running after 90 s}; the backend: ${wc:-no count within 15 s}"
+            [ $who = ours ] && check "$s: the backend mapped no grant reference ours did not send, and no buffer ours handed back changed ($SPECIAL)" \
+                [ $rc = 0 -a "${wc%% *}" = 0 ] ;;
         never-unmaps-forced)
             # An io_timeout of 5 s: the writes held in the removal's last
             # drain (detach_lingering) end at their timeout.

@@ -20,6 +20,7 @@ use crate::xen::{
 
 mod handshake;
 mod misbehave;
+mod predict;
 
 const INITIALISING: u32 = 1;
 const INIT_WAIT: u32 = 2;
@@ -118,6 +119,8 @@ pub struct Backend {
     /// Restarted, and the frontend has not left the Connected state it
     /// had with the process before.
     stale_frontend: bool,
+    /// map-predicted-grants.
+    predicted: predict::Predicted,
 }
 
 fn log(msg: &str) {
@@ -150,6 +153,12 @@ impl Backend {
             }
             // Data grants are mapped per request only without persistent
             // grants (and only then are they the frontend's own pages).
+            // Every data grant reference in the request itself, mapped
+            // per request.
+            Some(Scenario::MapPredictedGrants) => {
+                features.persistent = false;
+                features.max_indirect = 0;
+            }
             Some(
                 Scenario::KeepDataGrants
                 | Scenario::NeverUnmaps
@@ -205,6 +214,7 @@ impl Backend {
             published: Stats::default(),
             detach_since: None,
             stale_frontend: cfg.restart,
+            predicted: predict::Predicted::default(),
             cfg,
         };
         b.publish()?;
@@ -288,7 +298,7 @@ impl Backend {
                 ));
                 return;
             }
-            let waiting = u64::from(rp.wrapping_sub(self.rings[q].req_cons));
+            let waiting = u64::from(rp.wrapping_sub(self.rings[q].rsp_prod_pvt));
             self.disk.stats.most_waiting = self.disk.stats.most_waiting.max(waiting);
             while self.rings[q].req_cons != rp {
                 if self.stops_consuming() {
@@ -298,6 +308,7 @@ impl Backend {
                 let bytes = self.rings[q].request(idx);
                 self.rings[q].req_cons = idx.wrapping_add(1);
                 let req = Request::decode(&bytes);
+                self.taken(&req);
                 let status = self.disk.execute(&req);
                 let rsp = BlkifResponse {
                     id: req.id(),

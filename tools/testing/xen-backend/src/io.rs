@@ -64,8 +64,8 @@ pub struct Stats {
     pub barrier_writes: u64,
     /// Requests answered late on purpose ([`Slowness`]).
     pub delayed: u64,
-    /// The most requests found waiting on a ring at once (a full ring:
-    /// its size, or one less while one is being served).
+    /// The most requests a ring held at once, published and not yet
+    /// answered (a full ring: its size).
     pub most_waiting: u64,
 }
 

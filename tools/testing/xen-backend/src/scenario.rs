@@ -127,6 +127,16 @@ pub enum Scenario {
     /// kept mapped, never unmapped; then the vbd goes and the backend
     /// stays until it is killed ([`LINGERS`]).
     NeverUnmapsForced,
+    /// Once armed and a read waits on a ring, no request is taken off for
+    /// 5 s; meanwhile every data grant reference seen in an earlier
+    /// request and carried by none on a ring is mapped (writable if it
+    /// can be): the references a frontend grants for a request it then
+    /// sends back unsent (no room). Those still mapped once the rings are
+    /// served again and [`LATE_ACCESS_AFTER`] has passed are written
+    /// [`LATE_WRITE_BYTE`] over and unmapped; their count goes to the
+    /// backend's `test-predicted` node. Persistent grants and indirect
+    /// segments are not offered.
+    MapPredictedGrants,
 }
 
 /// How long never-unmaps-forced serves after the frontend's node was
@@ -176,6 +186,7 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("discard-not-supported", Scenario::DiscardNotSupported),
     ("never-unmaps", Scenario::NeverUnmaps),
     ("never-unmaps-forced", Scenario::NeverUnmapsForced),
+    ("map-predicted-grants", Scenario::MapPredictedGrants),
 ];
 
 /// When a scenario strikes.
@@ -281,6 +292,10 @@ impl Scenario {
             // an io_timeout of the removal: xen-hostile.sh checks that
             // the disk went before the backend was killed.
             Scenario::NeverUnmapsForced => (Teardown, Succeeds, false),
+            // Nothing to see but late: a frontend that grants only what it
+            // sends gives the backend nothing to map (xen-hostile.sh checks
+            // the backend's count, and late-write-check the buffers).
+            Scenario::MapPredictedGrants => (Trigger, Succeeds, false),
         };
         Expect {
             strikes,

@@ -28,6 +28,9 @@ impl Backend {
     /// stall-connected: once armed, no request is taken off the ring any
     /// more (their grants are never mapped); the state stays Connected.
     pub(super) fn stops_consuming(&mut self) -> bool {
+        if self.predicting() {
+            return true;
+        }
         if self.cfg.scenario != Some(Scenario::StallConnected) {
             return false;
         }
@@ -217,6 +220,7 @@ impl Backend {
     /// response.
     pub(super) fn strike_timed(&mut self) {
         self.late_access();
+        self.map_predicted();
         let since = self.fired.map(|t| t.elapsed());
         match (self.cfg.scenario, since) {
             (Some(Scenario::ClosingMidIo), Some(t))

@@ -227,7 +227,7 @@ impl blkmq::Operations for BlkOps {
                     state
                         .room()
                         .and_then(|()| grant_frames(&rq, pre, gt))
-                        .inspect(|()| fault::delay_after_grant())
+                        .inspect(|()| fault::delay_after_grant(|| state.room().is_err()))
                 } else {
                     Ok(())
                 };

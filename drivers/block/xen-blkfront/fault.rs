@@ -9,11 +9,12 @@
 //! `resend-batch-end` sends the next 8 requests that end a batch with
 //! earlier requests not yet published out again as bios, as a request too
 //! wide for a narrower backend is (the path where the batch must still be
-//! published); writing `grant-delay` has each of the next 256 reads and
-//! writes granted wait 50 ms between the grant of its pages and its
-//! queueing on the ring (busy: `queue_rq` may not sleep), the window a
-//! backend that maps the grant references it predicts would need
-//! (blkif-backend's map-predicted-grants).
+//! published); writing `grant-delay` has the next request whose pages
+//! are granted while its ring has no room for it wait 2 s before it goes
+//! back unsent (busy: `queue_rq` may not sleep), the window a backend that
+//! maps the grant references it predicts needs (blkif-backend's
+//! map-predicted-grants). The driver asks the ring for room before it
+//! grants, so this never happens but in a driver that grants first.
 
 #[cfg(CONFIG_FAULT_INJECTION)]
 use core::sync::atomic::{
@@ -48,28 +49,25 @@ const RESEND_BATCH_ENDS_ARMED: u32 = 8;
 #[cfg(CONFIG_FAULT_INJECTION)]
 static RESEND_BATCH_ENDS: AtomicU32 = AtomicU32::new(0);
 
-/// Requests `grant-delay` arms.
+/// `grant-delay` was written: the next request granted without room
+/// waits.
 #[cfg(CONFIG_FAULT_INJECTION)]
-const GRANT_DELAYS_ARMED: u32 = 256;
+static GRANT_DELAY: AtomicBool = AtomicBool::new(false);
 
-/// Requests still to wait after their grant (`grant-delay`).
-#[cfg(CONFIG_FAULT_INJECTION)]
-static GRANT_DELAYS: AtomicU32 = AtomicU32::new(0);
-
-/// A request's pages were just granted: if `grant-delay` is armed, wait
-/// 50 ms before it is queued.
-pub(crate) fn delay_after_grant() {
+/// A request's pages were just granted: if `grant-delay` is armed and
+/// `no_room()` (asked only then: it takes the ring lock) says the ring
+/// cannot take it, wait 2 s (once).
+pub(crate) fn delay_after_grant(no_room: impl FnOnce() -> bool) {
     #[cfg(CONFIG_FAULT_INJECTION)]
-    if GRANT_DELAYS.load(Ordering::Relaxed) != 0
-        && GRANT_DELAYS
-            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| n.checked_sub(1))
-            .is_ok()
+    if GRANT_DELAY.load(Ordering::Relaxed) && no_room() && GRANT_DELAY.swap(false, Ordering::AcqRel)
     {
         // `udelay` takes at most 5 ms (MAX_UDELAY_MS) at a time.
-        for _ in 0..10 {
+        for _ in 0..400 {
             kernel::time::delay::udelay(kernel::time::Delta::from_millis(5));
         }
     }
+    #[cfg(not(CONFIG_FAULT_INJECTION))]
+    let _ = no_room;
 }
 
 /// Whether fault injection has this request, the `last` of its batch, go
@@ -132,7 +130,7 @@ impl<O: BlockOps> kernel::debugfs::Reader for FaultInjector<O> {
                 Ok(())
             }
             Some(b"grant-delay") => {
-                GRANT_DELAYS.store(GRANT_DELAYS_ARMED, Ordering::Release);
+                GRANT_DELAY.store(true, Ordering::Release);
                 Ok(())
             }
             _ => Err(EINVAL),

@@ -29,10 +29,10 @@
 # behind it wait too). It needs a guest booted by virtio-guest.sh with
 # VHOST_USER=1, which the host says with BENIGN_VUB=1 in GUEST_ENV;
 # BENIGN_FULL only. Ours with io_timeout 5 s, C with its default:
-#   flush-40        fio's randwrite and crc32c verify at queue depth 32
+#   flush-40-t5     fio's randwrite and crc32c verify at queue depth 32
 #                   on 4 MiB, then one flush (--end_fsync=1); struck if
 #                   fio took 40 s or more
-#   discard-40      blkdiscard from 64 MiB to the end of the 128 MiB disk
+#   discard-40-t5   blkdiscard from 64 MiB to the end of the 128 MiB disk
 #                   (four requests of 16 MiB: 160 s) while fio runs the
 #                   same job, without the flush, on the first 4 MiB;
 #                   struck if blkdiscard took 40 s or more
@@ -103,10 +103,10 @@ fio_outcome() {
     errs=$(sed -n 's/.*err= *\([0-9]*\).*/\1/p' $1 | sort -u | paste -sd, -)
     [ $2 = 0 ] && [ "$errs" = 0 ] && echo 0 || echo "fio-exit-$2,err=${errs:-none}"
 }
-# slow_flush WHO N: the row flush-40 on device vub<N>.
+# slow_flush WHO N: the row flush-40-t5 on device vub<N>.
 slow_flush() {
     local who=$1 n=$2 d t0 rc secs outcome
-    ROW=flush-40
+    ROW=flush-40-t5
     if ! d=$(vub_plug $n --flush-ms 40000); then
         echo "BENIGN $ROW $who no-disk - 0"
         [ $who = ours ] && not_ok "$ROW: ours: the slow device's disk appears"
@@ -124,10 +124,10 @@ slow_flush() {
     fi
     vub_unplug $who $n $d
 }
-# slow_discard WHO N: the row discard-40 on device vub<N>.
+# slow_discard WHO N: the row discard-40-t5 on device vub<N>.
 slow_discard() {
     local who=$1 n=$2 d pid t0 drc rc secs outcome bytes i
-    ROW=discard-40
+    ROW=discard-40-t5
     if ! d=$(vub_plug $n --discard-ms 40000); then
         echo "BENIGN $ROW $who no-disk - 0"
         [ $who = ours ] && not_ok "$ROW: ours: the slow device's disk appears"
@@ -156,11 +156,11 @@ slow_discard() {
     fi
     vub_unplug $who $n $d
 }
-# slow_device_rows: flush-40 and discard-40, ours then C (each loaded for
+# slow_device_rows: flush-40-t5 and discard-40-t5, ours then C (each loaded for
 # them alone), on devices vub1 to vub4.
 slow_device_rows() {
     if [ -z "${BENIGN_VUB:-}" ]; then
-        echo "BENIGN-NOT-RUN flush-40 discard-40: no vhost-user device (BENIGN_VUB=1 and VHOST_USER=1 on the host)"
+        echo "BENIGN-NOT-RUN flush-40-t5 discard-40-t5: no vhost-user device (BENIGN_VUB=1 and VHOST_USER=1 on the host)"
         return 0
     fi
     # vda unthrottled: the module's probe reads it.

@@ -134,6 +134,17 @@ slow_rows() {
 }
 
 dmesg_mark benign
+# BENIGN_ONLY=restart (suite 20's userspace-backend boot, which has no
+# throttled blkback disk to spare): ours' restart row alone, the check
+# that guards the reconnect to a backend back in InitWait.
+if [ "${BENIGN_ONLY:-}" = restart ]; then
+    check "insmod xen_blkfront_rs" insmod /lib/modules/xen_blkfront_rs.ko
+    restart_row ours
+    unbind_vbds
+    check "rmmod xen_blkfront_rs" unload xen_blkfront_rs
+    finish
+    exit
+fi
 # The C driver first: it does not attach to a vbd ours was unbound from
 # within the wait (the other scripts load it first too).
 if [ -f /lib/modules/xen-blkfront.ko ] && check "insmod xen-blkfront (C)" insmod /lib/modules/xen-blkfront.ko; then

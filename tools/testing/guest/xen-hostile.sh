@@ -6,7 +6,7 @@
 # a driver meets a userspace backend that misbehaves that way (once the
 # disk is connected and fio has requests in flight, for most), then the
 # vbd is detached as xl block-detach does.
-# HOSTILE_WHO names the drivers, in order ("ours C" by default; suite 20
+# HOSTILE_WHO names the drivers, in order ("ours C" by default; suite 25
 # runs "ours", tools/testing/hostile-table.sh --run-c runs "C"). Each run
 # prints one line
 #   HOSTILE <scenario> <ours|C> <survives|hangs|oops> <notes>
@@ -94,17 +94,37 @@ special() {
             # leaves it full for 5 s and maps every grant reference it saw
             # before that no request on the ring carries, writes 0x5A over
             # those still mapped 3 s after it serves again, and counts them.
-            # Ours: the test kernel's grant-delay (50 ms between a request's
-            # grant and its queueing) gives such a backend the window a
-            # frontend that grants before it knows the ring has room would
-            # leave open; ours grants nothing it does not send.
+            # A request meets a full ring only when the disk has more tags
+            # than the ring slots: ours connected with 4-page rings (128
+            # slots, the disk's depth; hostile() loads it so), then the
+            # backend is started again offering one page (32 slots), and
+            # ours reconnects to it with the disk's depth unchanged. The
+            # test kernel's grant-delay (a request granted while its ring
+            # has no room waits 2 s before it goes back) gives such a
+            # backend the window a frontend that grants before it knows
+            # the ring has room leaves open; ours grants nothing it does
+            # not send, so it never waits. (C ignores a backend started
+            # again: its run keeps its 4-page ring.)
+            if [ $who = ours ]; then
+                b0=$(xs_read "device/vbd/$US_DEVID/backend")
+                echo "DOM0-CMD: sh /run/payload/us-backend restart $s $US_DEVID --ring-order 0"
+                n=0
+                while [ $n -lt 60 ] && ! { xs_read "$b0/test-restarted" > /dev/null && [ "$(xs_read "$b0/state")" = 4 ] &&
+                    [ "$(xs_read "device/vbd/$US_DEVID/state")" = 4 ]; }; do sleep 0.5; n=$((n + 1)); done
+            fi
+            # Writes at depth 128 first (a read would strike): the grant
+            # references the disk's requests cycle through all reach the
+            # backend, which predicts from them. Beyond late-write-check's
+            # blocks.
+            fio --name=w --filename=/dev/$US_DISK --direct=1 --ioengine=libaio --rw=randwrite --bs=4k \
+                --iodepth=128 --offset=64M --size=16M > /dev/null 2>&1
             [ $who = ours ] && echo grant-delay > /sys/kernel/debug/xen_blkfront_rs-$US_DISK/inject
-            bounded 90 late-write-check --readers 64 /dev/$US_DISK 256 15 > /tmp/lw.out 2>&1; rc=$?
+            bounded 90 late-write-check --readers 64 /dev/$US_DISK 256 10 > /tmp/lw.out 2>&1; rc=$?
             b0=$(xs_read "device/vbd/$US_DEVID/backend")
             n=0
             while ! wc=$(xs_read "$b0/test-predicted") && [ $n -lt 30 ]; do sleep 0.5; n=$((n + 1)); done
             b1=$(head -1 /tmp/lw.out)
-            SPECIAL="${b1:-late-write-check still running after 90 s}; the backend: ${wc:-no count within 15 s}"
+            SPECIAL="ring slots $(cat /sys/kernel/debug/xen_blkfront_rs-$US_DISK/stats 2> /dev/null | sed -n 's/^ring_slots: //p' | head -1), disk depth $(q $US_DISK nr_requests); ${b1:-late-write-check still running after 90 s}; the backend: ${wc:-no count within 15 s}"
             [ $who = ours ] && check "$s: the backend mapped no grant reference ours did not send, and no buffer ours handed back changed ($SPECIAL)" \
                 [ $rc = 0 -a "${wc%% *}" = 0 ] ;;
         never-unmaps-forced)
@@ -228,7 +248,8 @@ hostile() { # SCENARIO WHO KO MOD XENBUS_DRIVER
     # and gives up at the removal: stall-connected, whose backend stays
     # Connected and silent, runs with the default, so that its detach
     # shows the removal ending.
-    insmod "/lib/modules/$ko.ko" $([ $who = ours ] && [ $s != stall-connected ] && echo give_up_after_ms=5000)
+    insmod "/lib/modules/$ko.ko" $([ $who = ours ] && [ $s != stall-connected ] && echo give_up_after_ms=5000) \
+        $([ $s = map-predicted-grants ] && echo max_ring_page_order=2)
     us_start "$s"
     if us_disk_appears; then
         up=yes

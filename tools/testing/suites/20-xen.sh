@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # xen_blkfront_rs on real Xen with Linux's xen-blkback and other backends,
-# in six boots (a Xen boot under TCG costs about half a minute before
+# in five boots (a Xen boot under TCG costs about half a minute before
 # its checks, so each runs several check scripts):
 #  A: persistent grants, 4K physical sectors with io sizes published by the
 #     hotplug script, 2 vCPUs / 2 rings: the C xen-blkfront first (its limits
@@ -33,7 +33,7 @@ GUEST_ENV="SCRIPTS=xen-compare,xen-io,fio-verify,xen-mq,xen-indirect-limits,xen-
 GUEST_ENV="SCRIPTS=xen-benign,xen-io,fio-verify,xen-indirect-limits,xen-untrusted,xen-resize,xen-suspend,xen-removal,xen-detach VERIFY_MOD=xen_blkfront_rs VERIFY_DISK=xvda XEN_EXPECT_PHYS=512 XEN_EXPECT_MIN_IO=512 XEN_EXPECT_OPT_IO=0" \
     bash "$T/xen-guest.sh" -l xen-p0-b512 -p 0 -b 512 -s 256M -t 900 "$T/guest/multi.sh"
 # C: a backend whose published optional value fails validation (xen-badbackend.sh,
-# in boot G: blkback's xvda gets minimum-io-size 3000).
+# in suite 25's boot: blkback's xvda gets minimum-io-size 3000).
 # D: a grant table of 4 frames (2048 grants) and two vbds with 2 rings and
 # 256 indirect segments each: both disks at once run out of grants, every
 # request still completes (C driver first, same workload).
@@ -55,23 +55,5 @@ GUEST_ENV="XEN_VBDS=18" bash "$T/xen-guest.sh" -l xen-many-vbds -p 0 -V 18 -s 25
 # by side.
 GUEST_ENV="SCRIPTS=xen-guest-type,xen-qdisk EXPECT_GUEST_TYPE=HVM QDISK_SIZE=32M" \
     BACKEND=qdisk DOMU_TYPE=hvm DOMU_MEM=512 bash "$T/xen-guest.sh" -l xen-hvm-qdisk -c 1 -s 256M -t 900 "$T/guest/multi.sh"
-# G: xen-badbackend.sh (C above), then the userspace blkif backend
-# (tools/testing/xen-backend: blkif-backend in dom0 in place of blkback
-# for xvdb). Well-behaved: C then ours, VDISK_REMOVABLE, fio
-# crc32c verify of 128 MiB at QD32 (and QD1), flushes counted by the
-# backend, detach, unload. Then every scenario of `blkif-backend --list`
-# (guest/xen-hostile.sh): ours must survive each and show what its line
-# declares (asserted; suite 35-debug-xen runs three of them again under
-# KASAN and lockdep). C's
-# outcomes come from a slower run outside this suite (tools/testing/hostile-table.sh
-# --run-c, which turns both logs into Documentation/hostile-backend.md).
-if (cd "$REPO" && cargo build --release -q -p xen-backend); then
-    # Names for the scenarios to run; the lines, one GUEST_ENV word, for
-    # what each must show.
-    list=$("$REPO/target/release/blkif-backend" --list)
-    scenarios=$(echo "$list" | awk '{ print $1 }' | paste -sd,) declared=$(echo "$list" | tr ' ' : | paste -sd,)
-    GUEST_ENV="SCRIPTS=xen-badbackend,xen-userspace,xen-hostile HOSTILE_SCENARIOS=$scenarios HOSTILE_EXPECT=$declared HOSTILE_WHO=ours US_VERIFY_SIZE=128M" \
-        USERSPACE_BACKEND=1 bash "$T/xen-guest.sh" -l xen-userspace -m 4096 -o 1048576 -c 1 -t 2400 "$T/guest/multi.sh"
-else
-    echo "fail xen-userspace: cargo build -p xen-backend failed" >> "${RESULTS:-$CACHE/results.txt}"
-fi
+# G (xen-badbackend, the userspace backend's checks and the hostile
+# scenarios) is suite 25-xen-userspace.sh, in stage 1's second lane.

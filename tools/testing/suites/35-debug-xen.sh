@@ -11,7 +11,7 @@
 #    injection and the backend's detach, and the HVM guards (a CD-ROM vbd
 #    left alone);
 #  - hostile-backend scenarios (guest/xen-hostile.sh; the paths that free
-#    or fail something belong under the checkers; suite 20 runs all of
+#    or fail something belong under the checkers; suite 25 runs all of
 #    them on the test kernel), one for each such path of ours: a bad
 #    response id (the ring broken, what is in flight failed), the backend
 #    killed (removal with requests in flight and the backend gone), a
@@ -29,7 +29,7 @@
 #    grant revoked at once, none deferred). Each takes about 60 s here
 #    (KASAN domU under TCG, with the checks of what each must show), so
 #    all 32 would add about half an hour to a run whose budget is 45
-#    minutes: the others run on the test kernel in suite 20 (where the
+#    minutes: the others run on the test kernel in suite 25 (where the
 #    console scan still catches any WARN or oops), and all of them under
 #    the checkers with
 #      HOSTILE_DEBUG_SCENARIOS=all bash tools/testing/suites/35-debug-xen.sh

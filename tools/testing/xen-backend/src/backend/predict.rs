@@ -25,9 +25,10 @@ const READS_WAITING: usize = 1;
 /// What the scenario keeps.
 #[derive(Default)]
 pub(super) struct Predicted {
-    /// Every data grant reference of a request served so far: those the
-    /// frontend grants again.
-    seen: HashSet<u32>,
+    /// Every data grant reference of a request served so far, the most
+    /// recent last: those the frontend grants again, the most recently
+    /// freed first.
+    seen: Vec<u32>,
     /// Those mapped while no request on a ring carried them, and whether
     /// writable.
     mapped: Vec<(u32, Mapping, bool)>,
@@ -106,7 +107,8 @@ impl Backend {
             return;
         }
         for g in grefs(req) {
-            self.predicted.seen.insert(g);
+            self.predicted.seen.retain(|&x| x != g);
+            self.predicted.seen.push(g);
             if let Some(i) = self.predicted.mapped.iter().position(|(m, _, _)| *m == g) {
                 let (_, m, _) = self.predicted.mapped.swap_remove(i);
                 let _ = self.disk.gnt.unmap(m);
@@ -127,8 +129,7 @@ impl Backend {
         let now = Instant::now();
         if now < until {
             let on_rings: HashSet<u32> = self.waiting().iter().flat_map(grefs).collect();
-            let mut candidates: Vec<u32> = self.predicted.seen.iter().copied().collect();
-            candidates.sort_unstable();
+            let candidates: Vec<u32> = self.predicted.seen.iter().rev().copied().collect();
             for g in candidates {
                 if on_rings.contains(&g) || self.predicted.mapped.iter().any(|(m, _, _)| *m == g) {
                     continue;

@@ -61,13 +61,13 @@ what() {
         slow-32-t5) echo "2 requests/s (QEMU throttle), 32 concurrent 4 KiB O_DIRECT reads (waits up to 16 s), io_timeout 5 s" ;;
         slow-32-t5-lim) echo "the same with give_up_after_ms=5000" ;;
         slow-80) echo "2 requests/s, 80 concurrent reads (waits up to 40 s), the default io_timeout (30 s)" ;;
-        poll-stopped) echo "fio io_uring --hipri on a poll queue, the fio process stopped (SIGSTOP) 10 s with requests in flight; io_timeout 5 s, give_up_after_ms=5000" ;;
+        poll-stopped-*) echo "fio io_uring --hipri on a poll queue, the fio process stopped (SIGSTOP) ${1#poll-stopped-} s with requests in flight; io_timeout 5 s, give_up_after_ms=5000" ;;
         stall-*-t5) echo "the disk stalls ${1#stall-}, then resumes (throttled to 1 byte/s, then not), fio randwrite + crc32c verify at queue depth 32, io_timeout 5 s" | sed 's/-t5,/ s,/' ;;
         stall-*) echo "the disk stalls ${1#stall-} s, then resumes, fio randwrite + crc32c verify at queue depth 32, the default io_timeout (30 s)" ;;
         flush-40-t5) echo "every flush answered after 40 s (the test backend's or device's --flush-ms), fio randwrite + crc32c verify at queue depth 32 with its end fsync, io_timeout 5 s for ours" ;;
         discard-40-t5) echo "every discard answered after 40 s (--discard-ms): blkdiscard from 64 MiB to the disk's end while fio writes and verifies its first 4 MiB at queue depth 32, io_timeout 5 s for ours (virtio: four discards of 16 MiB, 160 s)" ;;
         restart) echo "the backend process killed (SIGKILL) and started again on the vbd 5 s into fio's 20 s of randwrite + crc32c verify at queue depth 32 (it goes back to InitWait); io_timeout 5 s for ours" ;;
-        full-ring-60-t5) echo "every read and write answered after 0.5 s (--request-ms) on one ring of 32 slots, fio randwrite + verify at depth 64 for 60 s: the ring full, requests waiting for room; io_timeout 5 s" ;;
+        full-ring-60-t5) echo "every read and write answered after 0.5 s (--request-ms), fio randwrite + crc32c verify for 60 s at twice the ring's depth (Xen: one ring of 32 slots, depth 64; virtio: the disk's depth in flight, the virtqueue full): requests wait for room; io_timeout 5 s for ours" ;;
         *) echo "$1" ;;
     esac
 }

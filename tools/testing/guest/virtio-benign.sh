@@ -14,9 +14,10 @@
 #                   BENIGN_FULL only)
 # A poll queue whose reaping task stops: fio's io_uring --hipri reads on
 # vdb (two queues, one polled), the fio process stopped (SIGSTOP) for 10 s
+# (40 s with BENIGN_FULL)
 # while its requests are in flight, io_timeout 5 s and give_up_after_ms=5000:
 # the device answered them, nobody reaped them; the timeout reaps them.
-#   poll-stopped    fio's exit and errors after it is resumed
+#   poll-stopped-S  fio's exit and errors after it is resumed (S: 10 or 40)
 # A disk that stalls, then resumes: QEMU throttles d0 to one byte a
 # second for SECS s, then lifts the throttle, while fio writes and
 # verifies at queue depth 32.
@@ -49,9 +50,9 @@ d=vda
 # BENIGN_FULL=1 every row (Documentation/benign.md gives the command).
 FULL=${BENIGN_FULL:-}
 if [ -n "$FULL" ]; then
-    STALLS="10 45 120" STALLS_DEFAULT="10 45 120" STALLS_C="10 45 120"
+    STALLS="10 45 120" STALLS_DEFAULT="10 45 120" STALLS_C="10 45 120" STOP_SECS=40
 else
-    STALLS= STALLS_DEFAULT= STALLS_C=
+    STALLS= STALLS_DEFAULT= STALLS_C= STOP_SECS=10
 fi
 dmesg_mark benign
 
@@ -156,11 +157,42 @@ slow_discard() {
     fi
     vub_unplug $who $n $d
 }
+# slow_full_ring WHO N: the row full-ring-60-t5 on device vub<N>: every
+# read and write answered 0.5 s late, one after another, fio at twice the
+# disk's depth for 60 s: the virtqueue stays full (its requests in flight
+# reach the disk's depth), requests wait for room.
+slow_full_ring() {
+    local who=$1 n=$2 d pid rc t0 secs outcome depth held
+    ROW=full-ring-60-t5
+    if ! d=$(vub_plug $n --request-ms 500); then
+        echo "BENIGN $ROW $who no-disk - 0"
+        [ $who = ours ] && not_ok "$ROW: ours: the slow device's disk appears"
+        return 1
+    fi
+    [ $who = ours ] && echo 5000 > /sys/block/$d/queue/io_timeout
+    depth=$(cat /sys/block/$d/queue/nr_requests)
+    t0=$(date +%s)
+    fio --name=v --filename=/dev/$d --direct=1 --ioengine=libaio --iodepth=$((depth * 2)) --rw=randwrite \
+        --bs=4k --size=4M --verify=crc32c --verify_backlog=64 --verify_fatal=1 --time_based --runtime=60 \
+        --output=/tmp/vub.out > /dev/null 2>&1 &
+    pid=$!
+    sleep 30
+    held=$(awk '{ print $1 + $2 }' /sys/block/$d/inflight)
+    wait $pid; rc=$?
+    secs=$(($(date +%s) - t0))
+    outcome=$(fio_outcome /tmp/vub.out $rc)
+    echo "BENIGN $ROW $who $([ "$held" -lt "$depth" ] && echo not-struck:)$outcome - $secs"
+    if [ $who = ours ]; then
+        check "$ROW: ours: the disk's $depth requests in flight at once, the virtqueue full ($held at the middle)" [ "$held" -ge "$depth" ]
+        check "$ROW: ours: fio wrote and verified with no error ($outcome)" [ "$outcome" = 0 ]
+    fi
+    vub_unplug $who $n $d
+}
 # slow_device_rows: flush-40-t5 and discard-40-t5, ours then C (each loaded for
 # them alone), on devices vub1 to vub4.
 slow_device_rows() {
     if [ -z "${BENIGN_VUB:-}" ]; then
-        echo "BENIGN-NOT-RUN flush-40-t5 discard-40-t5: no vhost-user device (BENIGN_VUB=1 and VHOST_USER=1 on the host)"
+        echo "BENIGN-NOT-RUN flush-40-t5 discard-40-t5 full-ring-60-t5: no vhost-user device (BENIGN_VUB=1 and VHOST_USER=1 on the host)"
         return 0
     fi
     # vda unthrottled: the module's probe reads it.
@@ -169,12 +201,14 @@ slow_device_rows() {
     sleep 1
     slow_flush ours 1
     slow_discard ours 2
+    slow_full_ring ours 5
     check "rmmod virtio_blk_rs" unload virtio_blk_rs
     if [ -f /lib/modules/virtio_blk.ko ]; then
         check "insmod virtio_blk (C)" insmod /lib/modules/virtio_blk.ko
         sleep 1
         slow_flush C 3
         slow_discard C 4
+        slow_full_ring C 6
         check "rmmod virtio_blk (C)" unload virtio_blk
     fi
 }
@@ -235,13 +269,13 @@ while [ $i -lt 50 ]; do
     kill -CONT $pid
     usleep 100000; i=$((i + 1))
 done
-sleep 10
+sleep $STOP_SECS
 kill -CONT $pid
 wait $pid; rc=$?
 errs=$(sed -n 's/.*err= *\([0-9]*\).*/\1/p' /tmp/poll.out | sort -u | paste -sd, -)
-echo "BENIGN poll-stopped ours $([ "$held" = 0 ] && echo "not-struck:" )$([ $rc = 0 ] && [ "$errs" = 0 ] && echo 0 || echo "fio-exit-$rc,err=${errs:-none}") - 10"
-check "poll-stopped: ours: fio was stopped with polled requests in flight ($held)" [ "$held" -gt 0 ]
-check "poll-stopped: ours: fio stopped 10 s exits 0 once resumed (err=${errs:-none})" [ $rc = 0 -a "$errs" = 0 ]
+echo "BENIGN poll-stopped-$STOP_SECS ours $([ "$held" = 0 ] && echo "not-struck:" )$([ $rc = 0 ] && [ "$errs" = 0 ] && echo 0 || echo "fio-exit-$rc,err=${errs:-none}") - $STOP_SECS"
+check "poll-stopped-$STOP_SECS: ours: fio was stopped with polled requests in flight ($held)" [ "$held" -gt 0 ]
+check "poll-stopped-$STOP_SECS: ours: fio stopped $STOP_SECS s exits 0 once resumed (err=${errs:-none})" [ $rc = 0 -a "$errs" = 0 ]
 echo 0 > /sys/module/virtio_blk_rs/parameters/give_up_after_ms
 
 check "rmmod virtio_blk_rs" unload virtio_blk_rs

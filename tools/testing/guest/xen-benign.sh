@@ -11,7 +11,10 @@
 #                   answers is never given up on, whatever the limit)
 #   stall-SECS-t5   fio writes and verifies at queue depth 32 while dom0's
 #                   disk stalls for SECS s (throttled to one byte a second),
-#                   then resumes; io_timeout 5 s (BENIGN_FULL only: 10, 45)
+#                   then resumes; io_timeout 5 s (BENIGN_FULL only: 10, 45,
+#                   120)
+#   stall-SECS      the same with the default io_timeout (30 s; BENIGN_FULL
+#                   only: 10, 45, 120)
 # With BENIGN_SLOW=1 (the boot needs xen-guest.sh's USERSPACE_BACKEND=1),
 # the userspace blkif backend serves xvdb honestly but slowly
 # (tools/testing/xen-backend's --flush-ms, --discard-ms, --request-ms),
@@ -40,7 +43,11 @@ D=xvda
 # README's test command runs C's slow-32-t5 and ours' slow-32-t5-lim
 # (about a minute); BENIGN_FULL=1 every row (Documentation/benign.md
 # gives the command).
-if [ -n "${BENIGN_FULL:-}" ]; then STALLS="10 45" STALLS_C="10 45"; else STALLS= STALLS_C=; fi
+if [ -n "${BENIGN_FULL:-}" ]; then
+    STALLS="10 45 120" STALLS_C="10 45 120" STALLS_DEFAULT="10 45 120"
+else
+    STALLS= STALLS_C= STALLS_DEFAULT=
+fi
 
 BENIGN_DISK=$D BENIGN_DRIVE=vbd
 
@@ -153,6 +160,7 @@ if [ -f /lib/modules/xen-blkfront.ko ] && check "insmod xen-blkfront (C)" insmod
     benign_reads slow-32-t5 C 32
     throttle 0 0
     for secs in $STALLS_C; do benign_stall stall-$secs-t5 C $secs; done
+    for secs in $STALLS_DEFAULT; do benign_stall stall-$secs C $secs; done
     slow_rows C
     unbind_vbds vbd
     check "rmmod xen-blkfront (C)" unload xen_blkfront
@@ -160,6 +168,9 @@ fi
 if fault_injection_disk $D; then
     echo 5000 > /sys/block/$D/queue/io_timeout
     for secs in $STALLS; do benign_stall stall-$secs-t5 ours $secs; done
+    echo 30000 > /sys/block/$D/queue/io_timeout
+    for secs in $STALLS_DEFAULT; do benign_stall stall-$secs ours $secs; done
+    echo 5000 > /sys/block/$D/queue/io_timeout
     throttle 0 2
     [ -n "${BENIGN_FULL:-}" ] && benign_reads slow-32-t5 ours 32
     echo 5000 > /sys/module/xen_blkfront_rs/parameters/give_up_after_ms

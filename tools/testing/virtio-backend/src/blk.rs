@@ -61,6 +61,8 @@ pub struct Options {
     pub flush_delay: Duration,
     /// How long each discard or write-zeroes waits likewise.
     pub discard_delay: Duration,
+    /// How long each read and write waits likewise.
+    pub request_delay: Duration,
 }
 
 /// What the device's threads share.
@@ -161,6 +163,7 @@ pub struct Blk {
     queues: u16,
     flush_delay: Duration,
     discard_delay: Duration,
+    request_delay: Duration,
     mem: Option<Mem>,
     event_idx: bool,
     /// Requests answered so far.
@@ -203,6 +206,7 @@ impl Blk {
             queues: opts.queues,
             flush_delay: opts.flush_delay,
             discard_delay: opts.discard_delay,
+            request_delay: opts.request_delay,
             mem: None,
             event_idx: false,
             answered: 0,
@@ -233,13 +237,15 @@ impl Blk {
     }
 
     /// The wait of a request of `kind` on a slow device (`--flush-ms`,
-    /// `--discard-ms`), with the request's name for the log; none for
-    /// every other kind, or when its delay is 0.
+    /// `--discard-ms`, `--request-ms`), with the request's name for the
+    /// log; none for every other kind, or when its delay is 0.
     fn slow(&self, kind: Option<u32>) -> Option<(&'static str, Duration)> {
         let slow = match kind? {
             VIRTIO_BLK_T_FLUSH => ("flush", self.flush_delay),
             VIRTIO_BLK_T_DISCARD => ("discard", self.discard_delay),
             VIRTIO_BLK_T_WRITE_ZEROES => ("write-zeroes", self.discard_delay),
+            VIRTIO_BLK_T_IN => ("read", self.request_delay),
+            VIRTIO_BLK_T_OUT => ("write", self.request_delay),
             _ => return None,
         };
         (!slow.1.is_zero()).then_some(slow)
@@ -323,10 +329,13 @@ impl Blk {
             } else {
                 format!(" (status {})", a.status)
             };
-            log(&format!(
-                "{what} answered after {} ms{status}",
-                t0.elapsed().as_millis()
-            ));
+            // Reads and writes are many: only what is rare is logged.
+            if !matches!(what, "read" | "write") {
+                log(&format!(
+                    "{what} answered after {} ms{status}",
+                    t0.elapsed().as_millis()
+                ));
+            }
             return false;
         }
 
@@ -712,6 +721,7 @@ mod tests {
                 fired: Some(dir.join("fired")),
                 queues: 2,
                 flush_delay: Duration::ZERO,
+                request_delay: Duration::ZERO,
                 discard_delay: Duration::ZERO,
             };
             set(&mut opts);

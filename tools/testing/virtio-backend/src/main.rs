@@ -7,7 +7,7 @@
 //!   virtio-blk-backend --list
 //!   virtio-blk-backend --socket PATH --file IMG [--misbehave NAME]
 //!                      [--fired FILE] [--queues N]
-//!                      [--flush-ms N] [--discard-ms N]
+//!                      [--flush-ms N] [--discard-ms N] [--request-ms N]
 //!
 //! `--list` prints one scenario a line, its name then what a driver must
 //! show when it strikes (`scenario::list_line`). Otherwise the device
@@ -40,7 +40,7 @@ fn usage() -> ExitCode {
     eprintln!(
         "usage: virtio-blk-backend --list\n       virtio-blk-backend --socket PATH --file IMG \
          [--misbehave NAME] [--fired FILE] [--queues N]\n                          \
-         [--flush-ms N] [--discard-ms N]"
+         [--flush-ms N] [--discard-ms N] [--request-ms N]"
     );
     ExitCode::from(2)
 }
@@ -56,6 +56,7 @@ fn parse(args: &[String]) -> Result<(Options, PathBuf), String> {
         queues: 2,
         flush_delay: Duration::ZERO,
         discard_delay: Duration::ZERO,
+        request_delay: Duration::ZERO,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -77,6 +78,7 @@ fn parse(args: &[String]) -> Result<(Options, PathBuf), String> {
             }
             "--flush-ms" => opts.flush_delay = millis(a, &val()?)?,
             "--discard-ms" => opts.discard_delay = millis(a, &val()?)?,
+            "--request-ms" => opts.request_delay = millis(a, &val()?)?,
             "--misbehave" => {
                 let v = val()?;
                 opts.scenario = Some(
@@ -90,8 +92,14 @@ fn parse(args: &[String]) -> Result<(Options, PathBuf), String> {
     let (Some(socket), Some(file)) = (socket, file) else {
         return Err("--socket and --file are required".into());
     };
-    if opts.scenario.is_some() && !(opts.flush_delay.is_zero() && opts.discard_delay.is_zero()) {
-        return Err("--flush-ms and --discard-ms are for a device without --misbehave".into());
+    if opts.scenario.is_some()
+        && !(opts.flush_delay.is_zero()
+            && opts.discard_delay.is_zero()
+            && opts.request_delay.is_zero())
+    {
+        return Err(
+            "--flush-ms, --discard-ms and --request-ms are for a device without --misbehave".into(),
+        );
     }
     opts.file = file;
     Ok((opts, socket))

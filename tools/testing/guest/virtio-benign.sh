@@ -104,16 +104,26 @@ fio_outcome() {
     errs=$(sed -n 's/.*err= *\([0-9]*\).*/\1/p' $1 | sort -u | paste -sd, -)
     [ $2 = 0 ] && [ "$errs" = 0 ] && echo 0 || echo "fio-exit-$2,err=${errs:-none}"
 }
-# slow_flush WHO N: the row flush-40-t5 on device vub<N>.
-slow_flush() {
-    local who=$1 n=$2 d t0 rc secs outcome
-    ROW=flush-40-t5
-    if ! d=$(vub_plug $n --flush-ms 40000); then
+# slow_plug WHO N DEVICE-OPTIONS...: hot-plugs device vub<N> for the row
+# ROW, its disk's name in SLOW_DISK (ours: io_timeout 5 s); 1, after the
+# row's line, if no disk came.
+slow_plug() {
+    local who=$1 n=$2
+    shift 2
+    if ! SLOW_DISK=$(vub_plug $n "$@"); then
         echo "BENIGN $ROW $who no-disk - 0"
         [ $who = ours ] && not_ok "$ROW: ours: the slow device's disk appears"
         return 1
     fi
-    [ $who = ours ] && echo 5000 > /sys/block/$d/queue/io_timeout
+    [ $who = ours ] && echo 5000 > /sys/block/$SLOW_DISK/queue/io_timeout
+    return 0
+}
+# slow_flush WHO N: the row flush-40-t5 on device vub<N>.
+slow_flush() {
+    local who=$1 n=$2 d t0 rc secs outcome
+    ROW=flush-40-t5
+    slow_plug $who $n --flush-ms 40000 || return 1
+    d=$SLOW_DISK
     t0=$(date +%s)
     vub_fio $d /tmp/vub.out --end_fsync=1; rc=$?
     secs=$(($(date +%s) - t0))
@@ -129,12 +139,8 @@ slow_flush() {
 slow_discard() {
     local who=$1 n=$2 d pid t0 drc rc secs outcome bytes i
     ROW=discard-40-t5
-    if ! d=$(vub_plug $n --discard-ms 40000); then
-        echo "BENIGN $ROW $who no-disk - 0"
-        [ $who = ours ] && not_ok "$ROW: ours: the slow device's disk appears"
-        return 1
-    fi
-    [ $who = ours ] && echo 5000 > /sys/block/$d/queue/io_timeout
+    slow_plug $who $n --discard-ms 40000 || return 1
+    d=$SLOW_DISK
     bytes=$(($(cat /sys/block/$d/size) * 512))
     # Time-based: fio still writes when the discards go in, and its
     # requests queue behind them.
@@ -164,12 +170,8 @@ slow_discard() {
 slow_full_ring() {
     local who=$1 n=$2 d pid rc t0 secs outcome depth held
     ROW=full-ring-60-t5
-    if ! d=$(vub_plug $n --request-ms 500); then
-        echo "BENIGN $ROW $who no-disk - 0"
-        [ $who = ours ] && not_ok "$ROW: ours: the slow device's disk appears"
-        return 1
-    fi
-    [ $who = ours ] && echo 5000 > /sys/block/$d/queue/io_timeout
+    slow_plug $who $n --request-ms 500 || return 1
+    d=$SLOW_DISK
     depth=$(cat /sys/block/$d/queue/nr_requests)
     t0=$(date +%s)
     fio --name=v --filename=/dev/$d --direct=1 --ioengine=libaio --iodepth=$((depth * 2)) --rw=randwrite \

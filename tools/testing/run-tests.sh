@@ -157,10 +157,10 @@ if [ "$mode" != --host-only ]; then
         # are done), the debug Xen boot (35) and the benchmark smoke's Xen
         # boots (50: it asserts no figure, so it need not have the machine
         # alone), then the userspace backend's Xen boot (25: lane 1 is in
-        # its virtio suites by then). Measured: lane 1 60+65 8.3 min, 10
-        # 6.2, 15 7.2, 32 2.5: 24.2; lane 2 30 6.4, 55 1.8, 35 10.4, 50
-        # about 3, 25 about 9. Stage 2: suite 20 (five Xen boots, about
-        # 10 min) alone.
+        # its virtio suites by then). Measured: lane 1 60+65 6.8 min, 10
+        # 5.7, 15 6.5, 32 2.5: 21.5; lane 2 30 5.3, 55 1.7, 35 8.4, 50
+        # 3.8, 25 7.6: 26.8. Stage 2: suite 20 (five Xen boots, 9.5 min)
+        # alone.
         # Every suite is in exactly one stage (a new one fails loudly).
         stages=(
             "60-debian-stock.sh 65-debian-deploy.sh 10-virtio.sh 15-virtio-hostile.sh 32-debug-virtio-reset.sh | 30-debug-virtio.sh 55-bench-smoke-virtio.sh 35-debug-xen.sh 50-bench-smoke.sh 25-xen-userspace.sh"

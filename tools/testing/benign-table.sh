@@ -100,8 +100,9 @@ slow: \`--flush-ms\`, \`--discard-ms\`), ours and C in turn in one guest. Each r
 proves it struck, checked in the guest: the reads took the throttle's
 time (at least a quarter of N/2 s), a stall held fio's requests in flight
 at its middle, the stopped fio had polled requests in flight, the slow
-backend counted the requests it answered late (and, for the full ring,
-that the ring held 32 unanswered), the restarted backend wrote its node
+backend or device counted the requests it answered late (and, for the
+full ring, the Xen ring held 31 of its 32 slots unanswered, the virtio
+disk its whole depth in flight), the restarted backend wrote its node
 and ours named the reconnect, and ours
 counted request timeouts (its removal line, or debugfs
 \`request_timeouts\`): $(cat "$@" | tr -d '\r' | sed -n 's/.*BENIGN-TIMEOUTS \([a-z]*\) \([0-9a-z]*\).*/\1 \2/p' | paste -sd, - | sed 's/,/, /g').

@@ -85,7 +85,9 @@ slow_row() {
     check "$row: $who: the backend answered $delayed request(s) late, and the row took ${secs} s (at least 40)" \
         [ "${delayed:-0}" -gt 0 -a "$secs" -ge 40 ]
     case $row in
-        full-ring-*) check "$row: $who: the ring of 32 slots was full (the backend found up to $held requests on it, unanswered)" [ "$held" -ge 32 ] ;;
+        # 31: a slot is always between its answer and the next request
+        # (measured: 31 for both drivers, fio at depth 64).
+        full-ring-*) check "$row: $who: the ring of 32 slots was full (the backend found up to $held requests on it, unanswered)" [ "$held" -ge 31 ] ;;
         discard-*) check "$row: $who: blkdiscard succeeded (exit $drc)" [ "$drc" = 0 ] ;;
     esac
     check "$row: $who: fio wrote and verified (exit $rc, err=${errs:-none}; detach: $ans)" [ $rc = 0 -a "$errs" = 0 ]
@@ -141,9 +143,23 @@ slow_rows() {
 }
 
 dmesg_mark benign
-# BENIGN_ONLY=restart (suite 20's userspace-backend boot, which has no
+# BENIGN_ONLY=restart (suite 25's userspace-backend boot, which has no
 # throttled blkback disk to spare): ours' restart row alone, the check
 # that guards the reconnect to a backend back in InitWait.
+# BENIGN_ONLY=full-ring: the full-ring-60-t5 row alone, C then ours.
+if [ "${BENIGN_ONLY:-}" = full-ring ]; then
+    for who in C ours; do
+        case $who in
+            C) check "insmod xen-blkfront (C)" insmod /lib/modules/xen-blkfront.ko ;;
+            ours) check "insmod xen_blkfront_rs" insmod /lib/modules/xen_blkfront_rs.ko ;;
+        esac
+        slow_row full-ring-60-t5 $who "--request-ms 500 --ring-order 0 --queues 1"
+        unbind_vbds $([ $who = C ] && echo vbd)
+        check "rmmod ($who)" unload $([ $who = C ] && echo xen_blkfront || echo xen_blkfront_rs)
+    done
+    finish
+    exit
+fi
 if [ "${BENIGN_ONLY:-}" = restart ]; then
     check "insmod xen_blkfront_rs" insmod /lib/modules/xen_blkfront_rs.ko
     restart_row ours

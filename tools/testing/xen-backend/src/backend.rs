@@ -298,12 +298,16 @@ impl Backend {
                 ));
                 return;
             }
-            let waiting = u64::from(rp.wrapping_sub(self.rings[q].rsp_prod_pvt));
-            self.disk.stats.most_waiting = self.disk.stats.most_waiting.max(waiting);
             while self.rings[q].req_cons != rp {
                 if self.stops_consuming() {
                     break;
                 }
+                // What the ring holds unanswered, read afresh as each
+                // request is taken: a slow backend's ring fills between
+                // two of them.
+                let ring = &mut self.rings[q];
+                let waiting = u64::from(ring.req_prod().wrapping_sub(ring.rsp_prod_pvt));
+                self.disk.stats.most_waiting = self.disk.stats.most_waiting.max(waiting);
                 let idx = self.rings[q].req_cons;
                 let bytes = self.rings[q].request(idx);
                 self.rings[q].req_cons = idx.wrapping_add(1);

@@ -146,20 +146,6 @@ dmesg_mark benign
 # BENIGN_ONLY=restart (suite 25's userspace-backend boot, which has no
 # throttled blkback disk to spare): ours' restart row alone, the check
 # that guards the reconnect to a backend back in InitWait.
-# BENIGN_ONLY=full-ring: the full-ring-60-t5 row alone, C then ours.
-if [ "${BENIGN_ONLY:-}" = full-ring ]; then
-    for who in C ours; do
-        case $who in
-            C) check "insmod xen-blkfront (C)" insmod /lib/modules/xen-blkfront.ko ;;
-            ours) check "insmod xen_blkfront_rs" insmod /lib/modules/xen_blkfront_rs.ko ;;
-        esac
-        slow_row full-ring-60-t5 $who "--request-ms 500 --ring-order 0 --queues 1"
-        unbind_vbds $([ $who = C ] && echo vbd)
-        check "rmmod ($who)" unload $([ $who = C ] && echo xen_blkfront || echo xen_blkfront_rs)
-    done
-    finish
-    exit
-fi
 if [ "${BENIGN_ONLY:-}" = restart ]; then
     check "insmod xen_blkfront_rs" insmod /lib/modules/xen_blkfront_rs.ko
     restart_row ours

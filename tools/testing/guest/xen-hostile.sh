@@ -33,6 +33,18 @@ US_DEVID=51728 US_DISK=xvdb
 
 
 
+# backend_record NODE SECS: the backend's node NODE (its own record of
+# what it did), waiting up to SECS s for it; fails if none came.
+backend_record() {
+    local be n=0
+    be=$(xs_read "device/vbd/$US_DEVID/backend") || return 1
+    while [ $n -lt $(($2 * 2)) ]; do
+        xs_read "$be/$1" && return 0
+        sleep 0.5; n=$((n + 1))
+    done
+    return 1
+}
+
 # special SCENARIO WHO: what a scenario must show beyond surviving, while
 # the disk is up (sets SPECIAL; a check for ours).
 special() {
@@ -120,9 +132,7 @@ special() {
                 --iodepth=128 --offset=64M --size=16M > /dev/null 2>&1
             [ $who = ours ] && echo grant-delay > /sys/kernel/debug/xen_blkfront_rs-$US_DISK/inject
             bounded 90 late-write-check --readers 64 /dev/$US_DISK 256 10 > /tmp/lw.out 2>&1; rc=$?
-            b0=$(xs_read "device/vbd/$US_DEVID/backend")
-            n=0
-            while ! wc=$(xs_read "$b0/test-predicted") && [ $n -lt 30 ]; do sleep 0.5; n=$((n + 1)); done
+            wc=$(backend_record test-predicted 15)
             b1=$(head -1 /tmp/lw.out)
             SPECIAL="ring slots $(cat /sys/kernel/debug/xen_blkfront_rs-$US_DISK/stats 2> /dev/null | sed -n 's/^ring_slots: //p' | head -1), disk depth $(q $US_DISK nr_requests); ${b1:-late-write-check still running after 90 s}; the backend: ${wc:-no count within 15 s}"
             [ $who = ours ] && check "$s: the backend mapped no grant reference ours did not send, and no buffer ours handed back changed ($SPECIAL)" \
@@ -151,9 +161,7 @@ special() {
             # block from one buffer, so a page handed back at the response
             # holds a later block by then.
             bounded 60 late-write-check /dev/$US_DISK 96 0 > /tmp/lw.out 2>&1; rc=$?
-            b0=$(xs_read "device/vbd/$US_DEVID/backend")
-            n=0
-            while ! wc=$(xs_read "$b0/test-late-read") && [ $n -lt 20 ]; do sleep 0.5; n=$((n + 1)); done
+            wc=$(backend_record test-late-read 10)
             b1=$(head -1 /tmp/lw.out)
             SPECIAL="${b1:-late-write-check still running after 60 s}; the backend's late read: ${wc:-none within 10 s}"
             [ $who = ours ] && check "$s: the page of a write ours has not ended still holds what was written when the backend reads it late ($SPECIAL)" \

@@ -15,10 +15,6 @@ impl Backend {
     /// InitWait last, and the frontend node is left alone.
     pub(super) fn publish(&self) -> io::Result<()> {
         let (c, f) = (&self.cfg, &self.disk.features);
-        if !c.restart {
-            self.xs.rm(&self.fe);
-            self.xs.rm(&self.be);
-        }
         let mut nodes: Vec<(&str, String)> = vec![
             ("frontend", self.fe.clone()),
             ("frontend-id", c.domid.to_string()),
@@ -90,6 +86,8 @@ impl Backend {
             ));
             return Ok(());
         }
+        self.xs.rm(&self.fe);
+        self.xs.rm(&self.be);
         let be_perms = [
             XsPermission {
                 id: 0,

@@ -35,10 +35,9 @@ pub(super) struct Predicted {
     /// How many were ever mapped so, and later came on a request (sent
     /// after all: unmapped before it was served).
     sent_later: u32,
-    /// When the ring is served again.
+    /// When the ring is served again ([`scenario::LATE_ACCESS_AFTER`]
+    /// later, what is still mapped is written over and unmapped).
     until: Option<Instant>,
-    /// When what is still mapped is written over and unmapped.
-    late_at: Option<Instant>,
 }
 
 /// The data grant references `req` carries (no indirect segments are
@@ -141,13 +140,11 @@ impl Backend {
                     self.predicted.mapped.push((g, m, false));
                 }
             }
-            self.predicted.late_at = Some(until + scenario::LATE_ACCESS_AFTER);
             return;
         }
-        if self.predicted.late_at.is_none_or(|t| now < t) {
+        if now < until + scenario::LATE_ACCESS_AFTER {
             return;
         }
-        self.predicted.late_at = None;
         self.predicted.until = None;
         let (mut writable, mut n) = (0, 0);
         for (_, mut m, w) in std::mem::take(&mut self.predicted.mapped) {
